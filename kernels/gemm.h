@@ -1,0 +1,39 @@
+// GEMM for the layouts a Linear layer needs, row-major throughout:
+//   C(M, N) = act(alpha * op(A) * op(B) + beta * C + bias)
+// op(A) is (M, K): A is stored (M, K) with leading dimension lda, or (K, M) when trans_a.
+// op(B) is (K, N): B is stored (K, N) with ldb, or (N, K) when trans_b.
+// bias (N) is broadcast over rows (Epilogue::Bias / BiasRelu; ignored for None); act is ReLU for
+// BiasRelu. beta == 0 means C is not read (it may hold NaN).
+// Linear forward y = x W^T + b: gemm(false, true, B, out, in, 1, x, in, W, in, 0, y, out, b, BiasRelu)
+// dW += dy^T x: gemm(true, false, out, in, B, 1, dy, out, x, in, 1, dW, in) ; dx = dy W: gemm(false, false, ...)
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common.h"
+
+namespace ember::kernels {
+
+enum class Epilogue : uint8_t { None, Bias, BiasRelu };
+
+#define EMBER_GEMM_ARGS                                                                                   \
+  bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B, \
+      int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue
+
+namespace cpu {
+// OpenBLAS (cblas_sgemm / cblas_dgemm) plus a fused epilogue pass.
+template <typename T> void gemm(EMBER_GEMM_ARGS);
+// A plain triple loop with a double accumulator: the reference the tests compare against.
+template <typename T> void gemm_reference(EMBER_GEMM_ARGS);
+}  // namespace cpu
+
+namespace cuda {
+// ember's hand-written tiled kernel (shared-memory tiles, register blocking, 16-byte loads).
+template <typename T> void gemm(EMBER_GEMM_ARGS, Stream stream);
+// cuBLAS (FP32 without TF32) with the same epilogue: the reference and a selectable backend.
+template <typename T> void gemm_cublas(EMBER_GEMM_ARGS, Stream stream);
+}  // namespace cuda
+
+#undef EMBER_GEMM_ARGS
+
+}  // namespace ember::kernels
