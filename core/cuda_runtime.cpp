@@ -4,6 +4,7 @@
 #include <array>
 #include <mutex>
 
+#include "core/deferred.h"
 #include "core/device.h"
 #include "core/error.h"
 
@@ -87,6 +88,7 @@ void synchronize(Device device) {
   require(device);
   runtime::stream_synchronize(runtime::compute_stream(device.index));
   runtime::stream_synchronize(runtime::copy_stream(device.index));
+  detail::raise_deferred_errors(device);
 }
 
 namespace runtime {
@@ -167,6 +169,13 @@ void free_pinned(void* ptr) noexcept {
     fprintf(stderr, "ember: warning: cudaFreeHost failed: %s\n", cudaGetErrorString(cudaGetLastError()));
 }
 
+void* malloc_mapped(size_t bytes, void** device_ptr) {
+  void* ptr = nullptr;
+  CUDA_CHECK(cudaHostAlloc(&ptr, bytes, cudaHostAllocMapped));
+  CUDA_CHECK(cudaHostGetDevicePointer(device_ptr, ptr, 0));
+  return ptr;
+}
+
 void mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) {
   set_device(device);
   CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
@@ -209,6 +218,7 @@ void* malloc_device(size_t, int) { no_cuda(); }
 void free_device(void*, int) noexcept {}
 void* malloc_pinned(size_t) { no_cuda(); }
 void free_pinned(void*) noexcept {}
+void* malloc_mapped(size_t, void**) { no_cuda(); }
 void mem_get_info(int, size_t*, size_t*) { no_cuda(); }
 void memcpy(void*, const void*, size_t, CopyKind, kernels::Stream, bool) { no_cuda(); }
 void stream_synchronize(kernels::Stream) { no_cuda(); }

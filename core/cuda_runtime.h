@@ -19,6 +19,8 @@ void* malloc_device(size_t bytes, int device);
 void free_device(void* ptr, int device) noexcept;
 void* malloc_pinned(size_t bytes);
 void free_pinned(void* ptr) noexcept;
+// Pinned host memory the GPU can write directly (zero-copy); *device_ptr is its device address.
+void* malloc_mapped(size_t bytes, void** device_ptr);
 void mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };

@@ -1,0 +1,54 @@
+// `ember info`: every device ember can use (or why CUDA is not usable), host cores and BLAS.
+#include <cblas.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "apps/commands.h"
+#include "core/device.h"
+
+namespace ember::apps {
+
+namespace {
+
+std::map<const CLI::App*, std::function<void()>>& actions() {
+  static std::map<const CLI::App*, std::function<void()>> a;
+  return a;
+}
+
+void print_info() {
+  std::printf("host: %u hardware threads\n", std::thread::hardware_concurrency());
+  std::printf("BLAS: OpenBLAS (%s), %d threads\n", openblas_get_config(), openblas_get_num_threads());
+  int n = cuda::device_count();
+  if (n == 0) {
+    std::printf("cuda: %s\n", cuda::unavailable_reason().c_str());
+  } else {
+    for (int i = 0; i < n; ++i) {
+      cuda::DeviceProperties p = cuda::properties(i);
+      std::printf("cuda:%d: %s, %.1f GiB (%.1f GiB free), %d SMs, compute capability %d.%d, driver %d, runtime %d\n",
+                  i, p.name.c_str(), p.total_memory / 1073741824.0, p.free_memory / 1073741824.0, p.multiprocessors,
+                  p.major, p.minor, p.driver_version, p.runtime_version);
+    }
+  }
+  std::printf("best device: %s\n", Device::best().str().c_str());
+}
+
+}  // namespace
+
+void register_action(const CLI::App* sub, std::function<void()> action) { actions()[sub] = std::move(action); }
+
+void add_info_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("info", "Show the devices ember can use, host cores and BLAS");
+  register_action(sub, print_info);
+}
+
+void run_selected(CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    auto it = actions().find(sub);
+    if (it != actions().end()) it->second();
+  }
+}
+
+}  // namespace ember::apps

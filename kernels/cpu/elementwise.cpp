@@ -1,0 +1,76 @@
+// CPU twins of the elementwise kernels: plain loops over contiguous arrays that the compiler vectorises.
+#include "kernels/elementwise.h"
+
+#include <algorithm>
+
+namespace ember::kernels::cpu {
+
+template <typename T>
+void fill(T* out, int64_t n, T value) {
+  std::fill(out, out + n, value);
+}
+
+template <typename T>
+void add(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void sub(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
+}
+
+template <typename T>
+void mul(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+template <typename T>
+void scale(const T* a, T alpha, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = alpha * a[i];
+}
+
+template <typename T>
+void axpy(T alpha, const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+template <typename T>
+void add_bias(const T* x, const T* bias, T* out, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* outr = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) outr[c] = xr[c] + bias[c];
+  }
+}
+
+template <typename T>
+void relu(const T* x, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] > T(0) ? x[i] : T(0);
+}
+
+template <typename T>
+void relu_backward(const T* grad_out, const T* y, T* grad_in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) grad_in[i] = y[i] > T(0) ? grad_out[i] : T(0);
+}
+
+#define EMBER_INSTANTIATE(T)                                                  \
+  template void fill<T>(T*, int64_t, T);                                      \
+  template void add<T>(const T*, const T*, T*, int64_t);                      \
+  template void sub<T>(const T*, const T*, T*, int64_t);                      \
+  template void mul<T>(const T*, const T*, T*, int64_t);                      \
+  template void scale<T>(const T*, T, T*, int64_t);                           \
+  template void axpy<T>(T, const T*, T*, int64_t);                            \
+  template void add_bias<T>(const T*, const T*, T*, int64_t, int64_t);        \
+  template void relu<T>(const T*, T*, int64_t);                               \
+  template void relu_backward<T>(const T*, const T*, T*, int64_t);
+EMBER_INSTANTIATE(float)
+EMBER_INSTANTIATE(double)
+#undef EMBER_INSTANTIATE
+
+// fill also serves the integer dtypes (zeros/ones/full of labels and images).
+template void fill<int32_t>(int32_t*, int64_t, int32_t);
+template void fill<int64_t>(int64_t*, int64_t, int64_t);
+template void fill<uint8_t>(uint8_t*, int64_t, uint8_t);
+
+}  // namespace ember::kernels::cpu
