@@ -1,0 +1,62 @@
+# ember's two user commands (`make train`, `make test`) plus helpers. Each installs the Debian
+# packages it needs first when run as root on a fresh machine, then configures and builds.
+
+BUILD      ?= build
+BUILD_TYPE ?= Release
+JOBS       ?= $(shell nproc)
+DEBIAN_PACKAGES := cmake make g++ catch2 libcli11-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
+                   dataset-fashion-mnist
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CMAKE_FLAGS ?=
+ifneq ($(NVCC),)
+  CMAKE_FLAGS += -DCMAKE_CUDA_COMPILER=$(NVCC)
+endif
+TRAIN_ARGS ?=
+
+.PHONY: all deps configure build test train demo gpu-stage gpu-check clean
+
+all: build
+
+# Installs the missing Debian packages (as root), or says which ones to install.
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "ember: installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "ember: missing Debian packages:$$missing (run 'sudo make deps' or apt-get install them)"; exit 1; \
+	  fi; \
+	fi
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Trains on Fashion-MNIST on the best device (extra flags: make train TRAIN_ARGS="--epochs 5").
+train: build
+	@if ./$(BUILD)/apps/ember train --help >/dev/null 2>&1; then \
+	  ./$(BUILD)/apps/ember train $(TRAIN_ARGS); \
+	else \
+	  echo "ember: the trainer is not built yet; running the device-placement demo instead"; \
+	  ./$(BUILD)/apps/ember demo; \
+	fi
+
+demo: build
+	./$(BUILD)/apps/ember demo
+
+gpu-stage:
+	scripts/gpu-stage
+
+gpu-check:
+	scripts/gpu-check out/gpu-check
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,136 @@
+// Host GEMM: OpenBLAS for alpha * op(A) op(B) + beta * C, then one fused bias/ReLU pass; plus the test reference.
+#include "kernels/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ember::kernels {
+
+namespace detail {
+
+// Shared by the CPU, hand-written CUDA and cuBLAS GEMMs (declared again in kernels/cuda/gemm*.cu, since gemm.h
+// has no declaration for it): ld and pointer rules are the same for all three, so they reject the same inputs.
+void check_gemm_args(const char *name, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                     int64_t lda, const void *B, int64_t ldb, const void *C, int64_t ldc, const void *bias,
+                     Epilogue epilogue) {
+  EMBER_CHECK(M >= 0 && N >= 0 && K >= 0, ValueError, name, ": sizes must be non-negative, got M=", M, " N=", N,
+              " K=", K);
+  const int64_t a_row = trans_a ? M : K;  // elements in one stored row of A
+  const int64_t b_row = trans_b ? K : N;
+  EMBER_CHECK(lda >= std::max<int64_t>(1, a_row), ValueError, name, ": lda=", lda, " is smaller than a stored row of A (",
+              a_row, " elements, A stored as ", trans_a ? "(K, M)" : "(M, K)", ")");
+  EMBER_CHECK(ldb >= std::max<int64_t>(1, b_row), ValueError, name, ": ldb=", ldb, " is smaller than a stored row of B (",
+              b_row, " elements, B stored as ", trans_b ? "(N, K)" : "(K, N)", ")");
+  EMBER_CHECK(ldc >= std::max<int64_t>(1, N), ValueError, name, ": ldc=", ldc, " is smaller than a row of C (N=", N, ")");
+  if (M == 0 || N == 0) return;
+  EMBER_CHECK(C != nullptr, ValueError, name, ": C is null for a ", M, "x", N, " output");
+  EMBER_CHECK(K == 0 || (A != nullptr && B != nullptr), ValueError, name, ": A or B is null with K=", K);
+  EMBER_CHECK(epilogue == Epilogue::None || bias != nullptr, ValueError, name,
+              ": the Bias/BiasRelu epilogue needs a bias of N=", N, " elements, got null");
+}
+
+}  // namespace detail
+
+namespace cpu {
+namespace {
+
+inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double *A,
+                      int lda, const double *B, int ldb, double beta, double *C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// C = beta * C where op(A) op(B) contributes nothing (K == 0 or alpha == 0); beta == 0 writes zeros, never 0 * NaN.
+template <typename T>
+void scale_c(int64_t M, int64_t N, T beta, T *C, int64_t ldc) {
+  if (beta == T(1)) return;
+  for (int64_t i = 0; i < M; ++i) {
+    T *row = C + i * ldc;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < N; ++j) row[j] = T(0);
+    } else {
+      for (int64_t j = 0; j < N; ++j) row[j] *= beta;
+    }
+  }
+}
+
+// `v < 0 ? 0 : v` lets NaN through (as PyTorch's relu does) and compiles to a vector max/blend.
+template <typename T>
+void bias_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, const T *bias, bool relu) {
+  for (int64_t i = 0; i < M; ++i) {
+    T *row = C + i * ldc;
+    if (relu) {
+      for (int64_t j = 0; j < N; ++j) {
+        const T v = row[j] + bias[j];
+        row[j] = v < T(0) ? T(0) : v;
+      }
+    } else {
+      for (int64_t j = 0; j < N; ++j) row[j] += bias[j];
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,
+          int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue) {
+  detail::check_gemm_args("cpu::gemm", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, bias, epilogue);
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == T(0)) {
+    // BLAS would do the same, but K == 0 also lets callers pass lda/ldb that BLAS's own checks reject.
+    scale_c(M, N, beta, C, ldc);
+  } else {
+    const int64_t largest = std::max({M, N, K, lda, ldb, ldc});
+    EMBER_CHECK(largest <= INT_MAX, ValueError, "cpu::gemm: OpenBLAS takes 32-bit sizes, got a size or ld of ",
+                largest);
+    blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+  }
+  if (epilogue != Epilogue::None) bias_epilogue(M, N, C, ldc, bias, epilogue == Epilogue::BiasRelu);
+}
+
+template <typename T>
+void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda,
+                    const T *B, int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue) {
+  detail::check_gemm_args("cpu::gemm_reference", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, bias, epilogue);
+  std::vector<double> acc(static_cast<size_t>(N));
+  for (int64_t i = 0; i < M; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    // k outside j keeps the inner loop a contiguous axpy over a row of the accumulator.
+    for (int64_t k = 0; k < K && alpha != T(0); ++k) {
+      const double a = static_cast<double>(trans_a ? A[k * lda + i] : A[i * lda + k]);
+      for (int64_t j = 0; j < N; ++j)
+        acc[j] += a * static_cast<double>(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+    }
+    T *row = C + i * ldc;
+    for (int64_t j = 0; j < N; ++j) {
+      double v = static_cast<double>(alpha) * acc[j];
+      if (beta != T(0)) v += static_cast<double>(beta) * static_cast<double>(row[j]);
+      if (epilogue != Epilogue::None) v += static_cast<double>(bias[j]);
+      if (epilogue == Epilogue::BiasRelu && v < 0.0) v = 0.0;
+      row[j] = static_cast<T>(v);
+    }
+  }
+}
+
+#define EMBER_INSTANTIATE_GEMM(T)                                                                                  \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *, int64_t, T, T *,   \
+                        int64_t, const T *, Epilogue);                                                              \
+  template void gemm_reference<T>(bool, bool, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *, int64_t, \
+                                  T, T *, int64_t, const T *, Epilogue);
+EMBER_INSTANTIATE_GEMM(float)
+EMBER_INSTANTIATE_GEMM(double)
+#undef EMBER_INSTANTIATE_GEMM
+
+}  // namespace cpu
+}  // namespace ember::kernels

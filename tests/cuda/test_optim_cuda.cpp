@@ -1,0 +1,176 @@
+// CUDA SGD / AdamW kernels against their CPU twins: packed and scalar paths, tails, several steps, f32 and f64.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "kernels/optim.h"
+#include "support/compare.h"
+
+namespace {
+
+using ember::kernels::AdamWParams;
+using ember::kernels::SgdParams;
+using ember::kernels::Stream;
+using ember::test::Tolerance;
+
+template <typename T>
+constexpr Tolerance tolerance_for() {
+  return sizeof(T) == 4 ? ember::test::kF32 : ember::test::kF64;
+}
+
+template <typename T>
+std::vector<T> uniform(int64_t n, double lo, double hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> out(static_cast<size_t>(n));
+  for (auto& x : out) x = static_cast<T>(dist(gen));
+  return out;
+}
+
+// One device array of n elements starting `offset` elements past a cudaMalloc'd (256-byte aligned) base:
+// offset 1 breaks 16-byte alignment, so the launcher has to take the scalar path.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray(int64_t n, int offset) : n_(n), offset_(offset) {
+    CUDA_CHECK(cudaMalloc(&base_, static_cast<size_t>(n + offset) * sizeof(T)));
+  }
+  ~DeviceArray() { cudaFree(base_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() { return base_ + offset_; }
+  void upload(const std::vector<T>& host) {
+    CUDA_CHECK(cudaMemcpy(get(), host.data(), static_cast<size_t>(n_) * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() {
+    std::vector<T> host(static_cast<size_t>(n_));
+    CUDA_CHECK(cudaMemcpy(host.data(), get(), static_cast<size_t>(n_) * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* base_ = nullptr;
+  int64_t n_;
+  int offset_;
+};
+
+class TestStream {
+ public:
+  TestStream() { CUDA_CHECK(cudaStreamCreate(&stream_)); }
+  ~TestStream() { cudaStreamDestroy(stream_); }
+  Stream get() const { return stream_; }
+  void sync() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+const int64_t kSizes[] = {1, 3, 4, 5, 1023, (int64_t{1} << 20) + 3};
+
+// Element offsets of (param, grad, state): all aligned (packed path), all shifted, only grad shifted.
+struct Offsets {
+  const char* name;
+  int param, grad, state;
+};
+const Offsets kOffsets[] = {{"aligned", 0, 0, 0}, {"all misaligned", 1, 1, 1}, {"grad misaligned", 0, 1, 0}};
+
+constexpr int kSteps = 3;
+
+struct SgdCase {
+  const char* name;
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+};
+const SgdCase kSgdCases[] = {
+    {"plain (no buffer)", 0.1, 0, 0, 0, false},
+    {"momentum + dampening + weight decay", 0.05, 0.9, 0.3, 0.01, false},
+    {"nesterov + weight decay", 0.05, 0.9, 0, 0.1, true},
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("cuda sgd_step matches the CPU twin", "[cuda]", float, double) {
+  using T = TestType;
+  TestStream stream;
+  for (const SgdCase& c : kSgdCases) {
+    const bool momentum = c.momentum != 0;
+    for (int64_t n : kSizes) {
+      for (const Offsets& o : kOffsets) {
+        INFO(c.name << ", n = " << n << ", " << o.name);
+        std::vector<T> param = uniform<T>(n, -1, 1, 1 + static_cast<uint32_t>(n));
+        // NaN in the buffer: the first step must write it without reading it, on both sides.
+        std::vector<T> buf(static_cast<size_t>(n), std::numeric_limits<T>::quiet_NaN());
+        DeviceArray<T> d_param(n, o.param), d_grad(n, o.grad), d_buf(n, o.state);
+        d_param.upload(param);
+        d_buf.upload(buf);
+        for (int step = 0; step < kSteps; ++step) {
+          const std::vector<T> grad = uniform<T>(n, -2, 2, 50 + static_cast<uint32_t>(step));
+          d_grad.upload(grad);
+          const SgdParams<T> p{static_cast<T>(c.lr),           static_cast<T>(c.momentum), static_cast<T>(c.dampening),
+                               static_cast<T>(c.weight_decay), c.nesterov,                 step == 0};
+          ember::kernels::cpu::sgd_step<T>(param.data(), grad.data(), momentum ? buf.data() : nullptr, n, p);
+          ember::kernels::cuda::sgd_step<T>(d_param.get(), d_grad.get(), momentum ? d_buf.get() : nullptr, n, p,
+                                            stream.get());
+          stream.sync();
+        }
+        REQUIRE_CLOSE(d_param.download(), param, tolerance_for<T>());
+        if (momentum) REQUIRE_CLOSE(d_buf.download(), buf, tolerance_for<T>());
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda adamw_step matches the CPU twin", "[cuda]", float, double) {
+  using T = TestType;
+  TestStream stream;
+  const AdamWParams<T> base{static_cast<T>(1e-2), static_cast<T>(0.9), static_cast<T>(0.999), static_cast<T>(1e-8),
+                            static_cast<T>(0.05), 1};
+  for (int64_t n : kSizes) {
+    for (const Offsets& o : kOffsets) {
+      INFO("n = " << n << ", " << o.name);
+      std::vector<T> param = uniform<T>(n, -1, 1, 3 + static_cast<uint32_t>(n));
+      std::vector<T> m(static_cast<size_t>(n), T(0)), v(static_cast<size_t>(n), T(0));
+      DeviceArray<T> d_param(n, o.param), d_grad(n, o.grad), d_m(n, o.state), d_v(n, o.state);
+      d_param.upload(param);
+      d_m.upload(m);
+      d_v.upload(v);
+      for (int64_t step = 1; step <= kSteps; ++step) {
+        const std::vector<T> grad = uniform<T>(n, -2, 2, 70 + static_cast<uint32_t>(step));
+        d_grad.upload(grad);
+        AdamWParams<T> p = base;
+        p.step = step;
+        ember::kernels::cpu::adamw_step<T>(param.data(), grad.data(), m.data(), v.data(), n, p);
+        ember::kernels::cuda::adamw_step<T>(d_param.get(), d_grad.get(), d_m.get(), d_v.get(), n, p, stream.get());
+        stream.sync();
+      }
+      REQUIRE_CLOSE(d_param.download(), param, tolerance_for<T>());
+      REQUIRE_CLOSE(d_m.download(), m, tolerance_for<T>());
+      REQUIRE_CLOSE(d_v.download(), v, tolerance_for<T>());
+    }
+  }
+}
+
+TEST_CASE("cuda optimizer launchers reject invalid hyper-parameters before launching", "[cuda]") {
+  DeviceArray<float> d(1, 0);
+  REQUIRE_THROWS_AS(ember::kernels::cuda::sgd_step<float>(d.get(), d.get(), d.get(), 1,
+                                                          {0.1f, 0.9f, 0.1f, 0, true, true}, nullptr),
+                    ember::ValueError);
+  REQUIRE_THROWS_AS(ember::kernels::cuda::sgd_step<float>(d.get(), d.get(), nullptr, 1,
+                                                          {0.1f, 0.9f, 0, 0, false, true}, nullptr),
+                    ember::InternalError);
+  REQUIRE_THROWS_AS(ember::kernels::cuda::adamw_step<float>(d.get(), d.get(), d.get(), d.get(), 1,
+                                                            {1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0}, nullptr),
+                    ember::ValueError);
+  // n = 0 launches nothing, so null pointers are fine.
+  ember::kernels::cuda::adamw_step<float>(nullptr, nullptr, nullptr, nullptr, 0, {1e-3f, 0.9f, 0.999f, 1e-8f, 0, 1},
+                                          nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}

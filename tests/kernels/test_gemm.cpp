@@ -1,0 +1,218 @@
+// cpu::gemm (OpenBLAS + epilogue) against hand-computed values and the double-accumulator reference.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/gemm.h"
+#include "support/compare.h"
+
+#if EMBER_HAS_CUDA
+#include "core/device.h"
+#endif
+
+namespace {
+
+using ember::kernels::Epilogue;
+namespace cpu = ember::kernels::cpu;
+
+template <typename T>
+std::vector<T> random_vector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto &x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+template <typename T>
+ember::test::Tolerance tolerance(int64_t K) {
+  if constexpr (std::is_same_v<T, float>) return ember::test::gemm_f32(K);
+  return ember::test::kF64;
+}
+
+struct Problem {
+  bool trans_a = false, trans_b = false;
+  int64_t M = 1, N = 1, K = 1;
+  double alpha = 1, beta = 0;
+  Epilogue epilogue = Epilogue::None;
+  int64_t pad = 0;  // extra elements at the end of every stored row of A, B and C
+};
+
+// Runs cpu::gemm and gemm_reference on the same inputs; beta == 0 prefills C with NaN, so an unwritten element (or a
+// 0 * NaN) fails. C's padding starts as NaN in both and must come back untouched.
+template <typename T>
+void check_against_reference(const Problem &p, uint32_t seed = 1) {
+  const int64_t a_rows = p.trans_a ? p.K : p.M, a_cols = p.trans_a ? p.M : p.K;
+  const int64_t b_rows = p.trans_b ? p.N : p.K, b_cols = p.trans_b ? p.K : p.N;
+  const int64_t lda = std::max<int64_t>(1, a_cols) + p.pad, ldb = std::max<int64_t>(1, b_cols) + p.pad;
+  const int64_t ldc = std::max<int64_t>(1, p.N) + p.pad;
+  auto A = random_vector<T>(static_cast<size_t>(a_rows * lda), seed);
+  auto B = random_vector<T>(static_cast<size_t>(b_rows * ldb), seed + 1);
+  auto bias = random_vector<T>(static_cast<size_t>(p.N), seed + 2);
+  auto C = random_vector<T>(static_cast<size_t>(p.M * ldc), seed + 3);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (int64_t i = 0; i < p.M; ++i)
+    for (int64_t j = 0; j < ldc; ++j)
+      if (p.beta == 0 || j >= p.N) C[static_cast<size_t>(i * ldc + j)] = nan;
+  auto expected = C;
+  const T alpha = static_cast<T>(p.alpha), beta = static_cast<T>(p.beta);
+  cpu::gemm<T>(p.trans_a, p.trans_b, p.M, p.N, p.K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc,
+               bias.data(), p.epilogue);
+  cpu::gemm_reference<T>(p.trans_a, p.trans_b, p.M, p.N, p.K, alpha, A.data(), lda, B.data(), ldb, beta,
+                         expected.data(), ldc, bias.data(), p.epilogue);
+  INFO("trans_a=" << p.trans_a << " trans_b=" << p.trans_b << " M=" << p.M << " N=" << p.N << " K=" << p.K
+                  << " alpha=" << p.alpha << " beta=" << p.beta << " epilogue=" << static_cast<int>(p.epilogue)
+                  << " pad=" << p.pad);
+  REQUIRE_CLOSE(C, expected, tolerance<T>(p.K));
+}
+
+// Stores the row-major (rows, cols) matrix m transposed, as (cols, rows).
+std::vector<double> transposed(const std::vector<double> &m, int64_t rows, int64_t cols) {
+  std::vector<double> t(m.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) t[static_cast<size_t>(j * rows + i)] = m[static_cast<size_t>(i * cols + j)];
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("cpu gemm: hand-computed 2x3x2 product, every layout and epilogue", "[kernels]") {
+  // op(A) = [[1, 2, 3], [4, 5, 6]], op(B) = [[1, -1], [0, 2], [-2, 1]] -> op(A) op(B) = [[-5, 6], [-8, 12]]
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {1, -1, 0, 2, -2, 1}, bias = {3, -20};
+  const std::vector<double> c0 = {1, 2, 3, 4};
+  // alpha = 2, beta = 0.5: 2 * AB + 0.5 * C0 = [[-9.5, 13], [-14.5, 26]]
+  const std::vector<double> plain = {-9.5, 13, -14.5, 26}, with_bias = {-6.5, -7, -11.5, 6}, relu = {0, 0, 0, 6};
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const auto A = ta ? transposed(a, 2, 3) : a;  // stored (K, M) = (3, 2) when trans_a
+      const auto B = tb ? transposed(b, 3, 2) : b;  // stored (N, K) = (2, 3) when trans_b
+      const int64_t lda = ta ? 2 : 3, ldb = tb ? 3 : 2;
+      for (auto [epilogue, expected] : {std::pair{Epilogue::None, plain}, std::pair{Epilogue::Bias, with_bias},
+                                        std::pair{Epilogue::BiasRelu, relu}}) {
+        INFO("trans_a=" << ta << " trans_b=" << tb << " epilogue=" << static_cast<int>(epilogue));
+        auto C = c0, R = c0;
+        cpu::gemm<double>(ta, tb, 2, 2, 3, 2.0, A.data(), lda, B.data(), ldb, 0.5, C.data(), 2, bias.data(), epilogue);
+        cpu::gemm_reference<double>(ta, tb, 2, 2, 3, 2.0, A.data(), lda, B.data(), ldb, 0.5, R.data(), 2, bias.data(),
+                                    epilogue);
+        REQUIRE_CLOSE(C, expected, ember::test::kF64);
+        REQUIRE_CLOSE(R, expected, ember::test::kF64);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("cpu gemm matches the reference over layouts and awkward shapes", "[kernels]", float, double) {
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},   {1, 7, 1},    {5, 1, 3},    {3, 4, 1},
+                                                      {37, 53, 29}, {17, 130, 9}, {64, 64, 64}, {129, 65, 257}};
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const auto &s : shapes) check_against_reference<TestType>({ta, tb, s[0], s[1], s[2]});
+}
+
+TEMPLATE_TEST_CASE("cpu gemm: alpha, beta and every epilogue", "[kernels]", float, double) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::BiasRelu})
+        for (double beta : {0.0, 1.0, -1.25}) check_against_reference<TestType>({ta, tb, 37, 53, 29, 0.75, beta, e});
+}
+
+TEMPLATE_TEST_CASE("cpu gemm: padded leading dimensions leave the padding alone", "[kernels]", float, double) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      check_against_reference<TestType>({ta, tb, 19, 23, 11, 1.5, 0.5, Epilogue::BiasRelu, /*pad=*/3});
+}
+
+TEMPLATE_TEST_CASE("cpu gemm: the MLP's shapes", "[kernels]", float, double) {
+  check_against_reference<TestType>({false, true, 128, 256, 784, 1, 0, Epilogue::BiasRelu});  // y1 = relu(x W1^T + b1)
+  check_against_reference<TestType>({false, true, 128, 10, 256, 1, 0, Epilogue::Bias});       // logits
+  check_against_reference<TestType>({true, false, 256, 784, 128, 1, 1});                      // dW1 += dy^T x
+  check_against_reference<TestType>({false, false, 128, 256, 10});                            // dx = dy W2
+}
+
+TEMPLATE_TEST_CASE("cpu gemm: K == 0 gives beta * C + bias without touching A or B", "[kernels]", float, double) {
+  using T = TestType;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> bias = {1, -2, 3};
+  std::vector<T> C = {nan, nan, nan, nan, nan, nan};
+  // beta == 0: C is not read, so the NaNs vanish; null A and B are fine because nothing is multiplied.
+  cpu::gemm<T>(false, false, 2, 3, 0, T(1), nullptr, 1, nullptr, 3, T(0), C.data(), 3, bias.data(), Epilogue::BiasRelu);
+  REQUIRE_CLOSE(C, (std::vector<T>{1, 0, 3, 1, 0, 3}), ember::test::kExact);
+  C = {1, 2, 3, 4, 5, 6};
+  cpu::gemm<T>(true, true, 2, 3, 0, T(1), nullptr, 2, nullptr, 1, T(2), C.data(), 3, bias.data(), Epilogue::Bias);
+  REQUIRE_CLOSE(C, (std::vector<T>{3, 2, 9, 9, 8, 15}), ember::test::kExact);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (double beta : {0.0, 0.5}) check_against_reference<T>({ta, tb, 7, 5, 0, 1, beta, Epilogue::Bias});
+}
+
+TEMPLATE_TEST_CASE("cpu gemm: alpha == 0 does not read A or B", "[kernels]", float, double) {
+  using T = TestType;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> A(6, nan), B(6, nan);
+  std::vector<T> C = {1, 2, 3, 4};
+  cpu::gemm<T>(false, false, 2, 2, 3, T(0), A.data(), 3, B.data(), 2, T(-1), C.data(), 2, nullptr, Epilogue::None);
+  REQUIRE_CLOSE(C, (std::vector<T>{-1, -2, -3, -4}), ember::test::kExact);
+}
+
+TEST_CASE("cpu gemm: M == 0 or N == 0 writes nothing", "[kernels]") {
+  std::vector<float> A(12, 1), B(12, 1), C(12, 7), bias(4, 1);
+  cpu::gemm<float>(false, false, 0, 4, 3, 1, A.data(), 3, B.data(), 4, 0, C.data(), 4, bias.data(), Epilogue::Bias);
+  cpu::gemm<float>(false, false, 3, 0, 4, 1, A.data(), 4, B.data(), 1, 0, C.data(), 1, bias.data(), Epilogue::Bias);
+  cpu::gemm<float>(false, false, 0, 0, 0, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1, nullptr, Epilogue::None);
+  REQUIRE_CLOSE(C, std::vector<float>(12, 7), ember::test::kExact);
+}
+
+TEST_CASE("cpu gemm rejects bad sizes, leading dimensions and a missing bias", "[kernels]") {
+  std::vector<float> A(64, 1), B(64, 1), C(64, 0), bias(8, 0);
+  auto run = [&](bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc,
+                 const float *b, Epilogue e) {
+    cpu::gemm<float>(ta, tb, M, N, K, 1, A.data(), lda, B.data(), ldb, 0, C.data(), ldc, b, e);
+  };
+  using ember::ValueError;
+  REQUIRE_NOTHROW(run(false, false, 4, 4, 4, 4, 4, 4, nullptr, Epilogue::None));
+  REQUIRE_THROWS_AS(run(false, false, -1, 4, 4, 4, 4, 4, nullptr, Epilogue::None), ValueError);
+  REQUIRE_THROWS_AS(run(false, false, 4, 4, -2, 4, 4, 4, nullptr, Epilogue::None), ValueError);
+  REQUIRE_THROWS_AS(run(false, false, 4, 5, 6, 5, 5, 5, nullptr, Epilogue::None), ValueError);  // lda < K
+  REQUIRE_THROWS_AS(run(true, false, 5, 4, 3, 4, 4, 4, nullptr, Epilogue::None), ValueError);   // lda < M
+  REQUIRE_THROWS_AS(run(false, true, 4, 4, 5, 5, 4, 4, nullptr, Epilogue::None), ValueError);   // ldb < K
+  REQUIRE_THROWS_AS(run(false, false, 4, 6, 4, 4, 5, 6, nullptr, Epilogue::None), ValueError);  // ldb < N
+  REQUIRE_THROWS_AS(run(false, false, 4, 6, 4, 4, 6, 5, nullptr, Epilogue::None), ValueError);  // ldc < N
+  REQUIRE_THROWS_AS(run(false, false, 4, 4, 4, 4, 4, 4, nullptr, Epilogue::Bias), ValueError);
+  REQUIRE_THROWS_WITH(run(false, false, 4, 4, 4, 4, 4, 4, nullptr, Epilogue::BiasRelu),
+                      Catch::Contains("needs a bias"));
+  REQUIRE_THROWS_WITH(run(false, false, 4, 5, 6, 5, 5, 5, nullptr, Epilogue::None), Catch::Contains("lda=5"));
+}
+
+#if EMBER_HAS_CUDA
+// Without a usable GPU (this machine), both CUDA GEMMs must fail with CudaError, not crash; bad arguments are
+// rejected before any CUDA call, the same way as on the host.
+TEST_CASE("cuda gemms without a GPU: CudaError, and the same argument checks", "[kernels]") {
+  namespace kcuda = ember::kernels::cuda;
+  std::vector<float> A(16, 1), B(16, 1), C(16, 0);
+  REQUIRE_THROWS_AS(kcuda::gemm<float>(false, false, 4, 4, 4, 1, A.data(), 3, B.data(), 4, 0, C.data(), 4, nullptr,
+                                       Epilogue::None, nullptr),
+                    ember::ValueError);
+  REQUIRE_THROWS_AS(kcuda::gemm_cublas<float>(false, false, 4, 4, 4, 1, A.data(), 4, B.data(), 4, 0, C.data(), 4,
+                                              nullptr, Epilogue::Bias, nullptr),
+                    ember::ValueError);
+  if (ember::cuda::is_available()) return;  // the [cuda] tests cover the GPU path
+  REQUIRE_THROWS_AS(kcuda::gemm<float>(false, false, 4, 4, 4, 1, A.data(), 4, B.data(), 4, 0, C.data(), 4, nullptr,
+                                       Epilogue::None, nullptr),
+                    ember::CudaError);
+  REQUIRE_THROWS_AS(kcuda::gemm_cublas<double>(false, false, 2, 2, 2, 1, nullptr, 2, nullptr, 2, 0, nullptr, 2,
+                                               nullptr, Epilogue::None, nullptr),
+                    ember::ValueError);  // null C with a 2x2 output
+  std::vector<double> Ad(4, 1), Bd(4, 1), Cd(4, 0);
+  REQUIRE_THROWS_AS(kcuda::gemm_cublas<double>(false, false, 2, 2, 2, 1, Ad.data(), 2, Bd.data(), 2, 0, Cd.data(), 2,
+                                               nullptr, Epilogue::None, nullptr),
+                    ember::CudaError);
+}
+#endif
