@@ -53,7 +53,8 @@ __device__ Acc block_sum(Acc v, Acc* scratch) {
 // Each block sums a grid-stride slice of x and writes scale * partial to out[blockIdx.x]. The grid
 // size depends only on n, so every element always lands in the same partial: deterministic. Used
 // for both passes (pass 2 is one block over the partials).
-template <typename T> __global__ void block_sum_kernel(const T* __restrict__ x, int64_t n, T scale, T* __restrict__ out) {
+template <typename T>
+__global__ void __launch_bounds__(kSumThreads) block_sum_kernel(const T* __restrict__ x, int64_t n, T scale, T* __restrict__ out) {
   __shared__ Acc scratch[32];
   Acc acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -66,7 +67,8 @@ template <typename T> __global__ void block_sum_kernel(const T* __restrict__ x, 
 // Block (kColumnTile, kRowSlices): thread (tx, ty) sums rows ty, ty + kRowSlices, ... of column
 // tile_start + tx in order, then the slices are added in fixed order 0..kRowSlices-1.
 template <typename T>
-__global__ void sum_rows_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, T beta, T* __restrict__ out) {
+__global__ void __launch_bounds__(kColumnTile * kRowSlices)
+    sum_rows_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, T beta, T* __restrict__ out) {
   __shared__ Acc partial[kRowSlices][kColumnTile + 1];  // +1: no bank conflicts on the column read
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int64_t tile = blockIdx.x; tile * kColumnTile < cols; tile += gridDim.x) {
@@ -118,7 +120,8 @@ template <typename T> __device__ int64_t warp_argmax(const T* __restrict__ row, 
 }
 
 template <typename T>
-__global__ void argmax_rows_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t* __restrict__ out) {
+__global__ void __launch_bounds__(kArgmaxWarps * 32)
+    argmax_rows_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t* __restrict__ out) {
   const int lane = threadIdx.x % 32;
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kArgmaxWarps + threadIdx.x / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kArgmaxWarps;
@@ -131,8 +134,9 @@ __global__ void argmax_rows_kernel(const T* __restrict__ x, int64_t rows, int64_
 // One warp per row; a block counts its hits in shared memory and adds them to *out with one
 // integer atomic (exact and order-independent, so the count is deterministic).
 template <typename T, typename L>
-__global__ void count_correct_kernel(const T* __restrict__ logits, const L* __restrict__ labels, int64_t rows,
-                                     int64_t cols, unsigned long long* __restrict__ out) {
+__global__ void __launch_bounds__(kArgmaxWarps * 32)
+    count_correct_kernel(const T* __restrict__ logits, const L* __restrict__ labels, int64_t rows,
+                         int64_t cols, unsigned long long* __restrict__ out) {
   __shared__ unsigned int block_hits;
   if (threadIdx.x == 0) block_hits = 0;
   __syncthreads();

@@ -26,7 +26,7 @@ template <typename T> struct DeviceArray {
   size_t n = 0;
   explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
     CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)));
-    CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    if (n > 0) CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
@@ -34,7 +34,7 @@ template <typename T> struct DeviceArray {
   std::vector<T> host() const {
     CUDA_CHECK(cudaDeviceSynchronize());  // surfaces asynchronous kernel faults here
     std::vector<T> out(n);
-    CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    if (n > 0) CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
     return out;
   }
 };
