@@ -1,0 +1,159 @@
+// Module: registration, traversal, zero_grad, train/eval, in-place device and dtype moves, input checks.
+#include "nn/module.h"
+
+#include <cctype>
+
+#include "core/ops.h"
+#include "nn/summary.h"
+
+namespace ember::nn {
+
+Tensor Module::operator()(const Tensor& x) {
+  Tensor y = forward(x);
+  detail::record_layer(*this, y);
+  return y;
+}
+
+void Module::check_name(const std::string& name, const char* what) {
+  bool ok = !name.empty();
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  EMBER_CHECK(ok, ValueError, "invalid ", what, " name '", name,
+              "': use letters, digits and '_' only (a '.' would break the dotted parameter names)");
+}
+
+void Module::check_unique(const std::string& name) const {
+  bool taken = false;
+  for (const auto& [n, p] : parameters_) taken = taken || n == name;
+  for (const auto& [n, b] : buffers_) taken = taken || n == name;
+  for (const auto& [n, c] : children_) taken = taken || n == name;
+  EMBER_CHECK(!taken, ValueError, path_, " (", type_name(), "): the name '", name, "' is already registered");
+}
+
+ParameterPtr Module::register_parameter(const std::string& name, Tensor value) {
+  check_name(name, "parameter");
+  check_unique(name);
+  EMBER_CHECK(value.defined() && is_floating(value.dtype()), DTypeError, "parameter '", name,
+              "' must be a defined floating tensor");
+  auto p = std::make_shared<Parameter>();
+  p->grad = Tensor::zeros(value.shape(), value.dtype(), value.device());
+  p->value = std::move(value);
+  parameters_.emplace_back(name, p);
+  return p;
+}
+
+void Module::register_buffer(const std::string& name, Tensor value) {
+  check_name(name, "buffer");
+  check_unique(name);
+  buffers_.emplace_back(name, std::move(value));
+}
+
+Tensor& Module::buffer(const std::string& name) {
+  for (auto& [n, b] : buffers_)
+    if (n == name) return b;
+  throw ValueError(ember::detail::concat(path_, " (", type_name(), ") has no buffer named '", name, "'"));
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_name(name, "module");
+  check_unique(name);
+  EMBER_CHECK(module != nullptr, ValueError, "register_module('", name, "'): the module is null");
+  module->set_path(path_ + "." + name);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [name, child] : children_) child->set_path(path + "." + name);
+}
+
+std::vector<std::pair<std::string, ParameterPtr>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, ParameterPtr>> out = parameters_;
+  for (const auto& [name, child] : children_)
+    for (auto& [sub, p] : child->named_parameters()) out.emplace_back(name + "." + sub, p);
+  return out;
+}
+
+std::vector<ParameterPtr> Module::parameters() const {
+  std::vector<ParameterPtr> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out = buffers_;
+  for (const auto& [name, child] : children_)
+    for (auto& [sub, b] : child->named_buffers()) out.emplace_back(name + "." + sub, b);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p->value.numel();
+  return n;
+}
+
+void Module::zero_grad() {
+  for (auto& p : parameters()) ops::fill_(p->grad, 0);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+Module& Module::to(Device device) {
+  for (auto& [name, p] : parameters_) {
+    p->value = p->value.to(device);
+    p->grad = p->grad.to(device);
+  }
+  for (auto& [name, b] : buffers_) b = b.to(device);
+  for (auto& [name, child] : children_) child->to(device);
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  for (auto& [name, p] : parameters_) {
+    p->value = p->value.to(dtype);
+    p->grad = p->grad.to(dtype);
+  }
+  for (auto& [name, b] : buffers_)
+    if (is_floating(b.dtype())) b = b.to(dtype);
+  for (auto& [name, child] : children_) child->to(dtype);
+  return *this;
+}
+
+Device Module::device() const {
+  auto params = parameters();
+  return params.empty() ? Device::cpu() : params.front()->value.device();
+}
+
+DType Module::dtype() const {
+  auto params = parameters();
+  return params.empty() ? DType::F32 : params.front()->value.dtype();
+}
+
+void Module::check_input(const Tensor& x, int64_t features) const {
+  EMBER_CHECK(x.defined(), ValueError, path_, " (", type_name(), ") got an undefined input tensor");
+  Device mine = device();
+  if (!parameters().empty() && x.device() != mine) {
+    throw DeviceMismatchError(ember::detail::concat(
+        "Expected all tensors to be on the same device, but ", path_, " (", type_name(), ") got input on ",
+        x.device().str(), " and its parameters on ", mine.str(), ". Move the input with .to(", mine.str(),
+        ") inside the training loop, or the model with .to(", x.device().str(), ")."));
+  }
+  if (features >= 0) {
+    EMBER_CHECK(x.dim() >= 1 && x.size(-1) == features, ShapeError, path_, " (", type_name(), ") expects input with ",
+                features, " features in the last dim, but got shape ", shape_str(x.shape()));
+  }
+  if (!parameters().empty()) {
+    EMBER_CHECK(x.dtype() == dtype(), DTypeError, path_, " (", type_name(), ") has ", dtype_name(dtype()),
+                " parameters but got a ", dtype_name(x.dtype()), " input; convert it with .to(", dtype_name(dtype()), ")");
+  }
+}
+
+void Module::check_forward_ran(bool ran) const {
+  EMBER_CHECK(ran, ValueError, path_, " (", type_name(),
+              "): backward() called before forward(); run forward on a batch first");
+}
+
+}  // namespace ember::nn

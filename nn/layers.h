@@ -1,0 +1,98 @@
+// ember's layers: Linear, ReLU, Flatten, Dropout, Identity, Sequential.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+
+#include "core/generator.h"
+#include "nn/module.h"
+
+namespace ember::nn {
+
+// y = x W^T + b with W (out, in) and b (out), initialised as PyTorch does: weights and bias uniform in
+// (-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform with a = sqrt(5)), drawn from `generator`.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::F32,
+         Device device = Device::cpu(), Generator& generator = default_generator());
+  Tensor forward(const Tensor& x) override;
+  // forward with ReLU fused into the GEMM epilogue (Sequential uses it for Linear -> ReLU).
+  Tensor forward_relu(const Tensor& x);
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "Linear"; }
+
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  const ParameterPtr& weight() const { return weight_; }
+  const ParameterPtr& bias() const { return bias_; }  // null without bias
+
+ private:
+  int64_t in_, out_;
+  ParameterPtr weight_, bias_;
+  Tensor input_;  // (B, in), saved by forward for dW
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "ReLU"; }
+  // Takes an output already computed by a fused Linear, keeping it for backward.
+  void adopt_output(const Tensor& y) { output_ = y; }
+
+ private:
+  Tensor output_;
+};
+
+// (B, d1, d2, ...) -> (B, d1 * d2 * ...).
+class Flatten : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "Flatten"; }
+
+ private:
+  Shape input_shape_;
+  bool ran_ = false;
+};
+
+// Inverted dropout: in training, zeroes each element with probability p and scales the rest by
+// 1/(1-p); in eval, the identity. The mask comes from `generator` (reproducible with a seed).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, Generator& generator = default_generator());
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "Dropout"; }
+
+ private:
+  double p_;
+  Generator* generator_;
+  Tensor mask_;  // undefined in eval mode or when p == 0
+  bool ran_ = false;
+};
+
+class Identity : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return x; }
+  Tensor backward(const Tensor& grad_out) override { return grad_out; }
+  std::string type_name() const override { return "Identity"; }
+};
+
+// Runs its children in order; they are named "0", "1", ... as in PyTorch's nn.Sequential.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  // std::make_shared<Sequential>(linear, relu, linear2)
+  template <typename... M>
+  explicit Sequential(std::shared_ptr<M>... modules) : Sequential({std::shared_ptr<Module>(std::move(modules))...}) {}
+  void push_back(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "Sequential"; }
+  size_t size() const { return children().size(); }
+  Module& operator[](size_t i) const { return *children().at(i).second; }
+};
+
+}  // namespace ember::nn

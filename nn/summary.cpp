@@ -1,0 +1,95 @@
+// summarize(): traces one forward pass and tabulates the layers.
+#include "nn/summary.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace ember::nn {
+
+namespace {
+
+thread_local ModelSummary* g_trace = nullptr;
+
+int64_t own_parameters(const Module& m, int64_t* bytes) {
+  int64_t n = 0, b = 0;
+  auto all = m.named_parameters();
+  for (const auto& [name, p] : all) {
+    if (name.find('.') != std::string::npos) continue;  // belongs to a child
+    n += p->value.numel();
+    b += static_cast<int64_t>(p->value.nbytes());
+  }
+  *bytes = b;
+  return n;
+}
+
+std::string human_bytes(int64_t bytes) {
+  char buf[32];
+  if (bytes >= (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / 1073741824.0);
+  else if (bytes >= (int64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  else if (bytes >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  return buf;
+}
+
+}  // namespace
+
+void detail::record_layer(const Module& layer, const Tensor& output) {
+  if (g_trace == nullptr) return;
+  LayerSummary s;
+  s.path = layer.path();
+  s.type = layer.type_name();
+  s.output_shape = output.shape();
+  s.parameters = own_parameters(layer, &s.parameter_bytes);
+  s.device = layer.device();
+  g_trace->activation_bytes += static_cast<int64_t>(output.nbytes());
+  g_trace->layers.push_back(std::move(s));
+}
+
+ModelSummary summarize(Module& model, const Shape& input_shape) {
+  ModelSummary summary;
+  Tensor input = Tensor::zeros(input_shape, model.dtype(), model.device());
+  summary.input_bytes = static_cast<int64_t>(input.nbytes());
+  g_trace = &summary;
+  try {
+    model(input);
+  } catch (...) {
+    g_trace = nullptr;
+    throw;
+  }
+  g_trace = nullptr;
+  // The root records itself last; show it first.
+  if (!summary.layers.empty() && summary.layers.back().path == model.path()) {
+    LayerSummary root = summary.layers.back();
+    summary.layers.pop_back();
+    summary.activation_bytes -= shape_numel(root.output_shape) * static_cast<int64_t>(dtype_size(model.dtype()));
+    summary.layers.insert(summary.layers.begin(), root);
+  }
+  for (const auto& p : model.parameters()) {
+    summary.parameters += p->value.numel();
+    summary.parameter_bytes += static_cast<int64_t>(p->value.nbytes());
+  }
+  return summary;
+}
+
+std::string ModelSummary::table() const {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-18s %-12s %-16s %12s %12s  %s\n", "layer", "type", "output shape", "params",
+                "bytes", "device");
+  out << line << std::string(84, '-') << '\n';
+  for (const auto& l : layers) {
+    std::snprintf(line, sizeof line, "%-18s %-12s %-16s %12lld %12s  %s\n", l.path.c_str(), l.type.c_str(),
+                  shape_str(l.output_shape).c_str(), static_cast<long long>(l.parameters),
+                  human_bytes(l.parameter_bytes).c_str(), l.device.str().c_str());
+    out << line;
+  }
+  out << std::string(84, '-') << '\n';
+  out << "parameters: " << parameters << " (" << human_bytes(parameter_bytes) << ", as much again for gradients)\n";
+  out << "input: " << human_bytes(input_bytes) << ", activations of one forward pass: " << human_bytes(activation_bytes)
+      << '\n';
+  out << "estimated training memory (params + grads + input + activations, optimizer state not counted): "
+      << human_bytes(2 * parameter_bytes + input_bytes + activation_bytes) << '\n';
+  return out.str();
+}
+
+}  // namespace ember::nn

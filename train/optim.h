@@ -1,0 +1,106 @@
+// Optimizers (SGD, AdamW) over nn::Parameters, stepping with one fused kernel per tensor, and
+// learning-rate schedules. State tensors live on their parameter's device and follow it: if the
+// model is moved after the optimizer was built, the next step moves the state too.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ops.h"
+#include "nn/module.h"
+
+namespace ember::optim {
+
+// What an optimizer needs to resume exactly: named state tensors and scalars.
+struct OptimizerState {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // "0.momentum_buffer", "1.exp_avg", ...
+  std::map<std::string, double> scalars;                // "lr", "0.step", ...
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<nn::ParameterPtr> params);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  const std::vector<nn::ParameterPtr>& params() const { return params_; }
+  virtual OptimizerState state_dict() const = 0;
+  // Throws FormatError naming what is missing or mismatched; on failure the optimizer is unchanged.
+  virtual void load_state_dict(const OptimizerState& state) = 0;
+
+ protected:
+  std::vector<nn::ParameterPtr> params_;
+  double lr_ = 0;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<nn::ParameterPtr> params, ops::SgdOptions options);
+  void step() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
+  const ops::SgdOptions& options() const { return options_; }
+
+ private:
+  ops::SgdOptions options_;
+  std::vector<Tensor> momentum_;  // per parameter; undefined until its first step
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<nn::ParameterPtr> params, ops::AdamWOptions options);
+  void step() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
+
+ private:
+  ops::AdamWOptions options_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> steps_;
+};
+
+// Learning rate as a function of the global step (0-based), so resuming needs only the step.
+class LrSchedule {
+ public:
+  virtual ~LrSchedule() = default;
+  virtual double lr_at(int64_t step) const = 0;
+};
+
+class ConstantLr : public LrSchedule {
+ public:
+  explicit ConstantLr(double lr) : lr_(lr) {}
+  double lr_at(int64_t) const override { return lr_; }
+
+ private:
+  double lr_;
+};
+
+// lr * gamma^(step / step_size), like torch.optim.lr_scheduler.StepLR counted in steps.
+class StepLr : public LrSchedule {
+ public:
+  StepLr(double lr, int64_t step_size, double gamma);
+  double lr_at(int64_t step) const override;
+
+ private:
+  double lr_;
+  int64_t step_size_;
+  double gamma_;
+};
+
+// Linear warmup from 0 over `warmup_steps`, then cosine decay to min_lr at total_steps.
+class CosineLr : public LrSchedule {
+ public:
+  CosineLr(double lr, int64_t total_steps, int64_t warmup_steps = 0, double min_lr = 0);
+  double lr_at(int64_t step) const override;
+
+ private:
+  double lr_, min_lr_;
+  int64_t total_, warmup_;
+};
+
+}  // namespace ember::optim
