@@ -56,9 +56,10 @@ inline GradCheck gradcheck(const std::function<double(const std::vector<double>&
 
 }  // namespace ember::test
 
-#define REQUIRE_GRADCHECK(f, x, analytic)                                    \
+// REQUIRE_GRADCHECK(f, x, analytic[, indices])
+#define REQUIRE_GRADCHECK(f, x, ...)                                         \
   do {                                                                       \
-    auto ember_gc_ = ::ember::test::gradcheck((f), (x), (analytic));         \
+    auto ember_gc_ = ::ember::test::gradcheck((f), (x), __VA_ARGS__);        \
     INFO(ember_gc_.report);                                                  \
     REQUIRE(ember_gc_.ok);                                                   \
   } while (0)
