@@ -9,8 +9,6 @@
 
 namespace ember::apps {
 
-void register_action(const CLI::App* sub, std::function<void()> action);
-
 namespace {
 
 void run_demo() {

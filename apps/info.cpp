@@ -2,8 +2,6 @@
 #include <cblas.h>
 
 #include <cstdio>
-#include <functional>
-#include <map>
 #include <thread>
 
 #include "apps/commands.h"
@@ -12,11 +10,6 @@
 namespace ember::apps {
 
 namespace {
-
-std::map<const CLI::App*, std::function<void()>>& actions() {
-  static std::map<const CLI::App*, std::function<void()>> a;
-  return a;
-}
 
 void print_info() {
   std::printf("host: %u hardware threads\n", std::thread::hardware_concurrency());
@@ -37,18 +30,9 @@ void print_info() {
 
 }  // namespace
 
-void register_action(const CLI::App* sub, std::function<void()> action) { actions()[sub] = std::move(action); }
-
 void add_info_command(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "Show the devices ember can use, host cores and BLAS");
   register_action(sub, print_info);
-}
-
-void run_selected(CLI::App& app) {
-  for (const CLI::App* sub : app.get_subcommands()) {
-    auto it = actions().find(sub);
-    if (it != actions().end()) it->second();
-  }
 }
 
 }  // namespace ember::apps

@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ember::apps::add_info_command(app);
   ember::apps::add_demo_command(app);
+  ember::apps::add_train_command(app);
+  ember::apps::add_eval_command(app);
+  ember::apps::add_predict_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -19,6 +22,9 @@ int main(int argc, char** argv) {
   }
   try {
     ember::apps::run_selected(app);
+  } catch (const ember::ValueError& e) {  // a bad value given on the command line
+    std::fprintf(stderr, "ember: error: %s\n", e.what());
+    return 2;
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "ember: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,144 @@
+// `ember eval` (accuracy, loss, per-class accuracy, confusion matrix) and `ember predict` (one image).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/commands.h"
+#include "core/ops.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace ember::apps {
+
+namespace {
+
+void run_eval(const std::string& checkpoint, const std::string& data, const std::string& device_text, bool as_json) {
+  Device device = resolve_device(device_text);
+  train::LoadedModel loaded = train::load_mlp(checkpoint, device);
+  train::Dataset test = train::load_fashion_mnist(data, train::Split::Test);
+  EMBER_CHECK(loaded.sizes.front() == test.sample_numel() && loaded.sizes.back() == train::kFashionMnistClasses,
+              FormatError, checkpoint, ": the model is ", train::architecture_string(loaded.sizes),
+              " but Fashion-MNIST needs ", test.sample_numel(), " inputs and 10 outputs");
+  train::EvalResult r = train::evaluate(*loaded.model, test, 1000, true);
+  if (as_json) {
+    nlohmann::json j{{"accuracy", r.accuracy}, {"loss", r.loss}, {"per_class", nlohmann::json::object()},
+                     {"confusion", r.confusion}};
+    for (size_t c = 0; c < r.per_class_accuracy.size(); ++c)
+      j["per_class"][train::kFashionMnistClassNames[c]] = r.per_class_accuracy[c];
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::printf("%s (%s) on %lld test images, %s\n", checkpoint.c_str(), train::architecture_string(loaded.sizes).c_str(),
+              static_cast<long long>(r.samples), device.str().c_str());
+  std::printf("accuracy %.2f%%, loss %.4f\n\nper class:\n", 100 * r.accuracy, r.loss);
+  for (size_t c = 0; c < r.per_class_accuracy.size(); ++c)
+    std::printf("  %-12s %6.2f%%\n", train::kFashionMnistClassNames[c], 100 * r.per_class_accuracy[c]);
+  std::printf("\nconfusion (rows: true class, columns: predicted)\n%13s", "");
+  for (size_t c = 0; c < r.confusion.size(); ++c) std::printf("%6zu", c);
+  std::printf("\n");
+  for (size_t t = 0; t < r.confusion.size(); ++t) {
+    std::printf("  %zu %-10.10s", t, train::kFashionMnistClassNames[t]);
+    for (int64_t v : r.confusion[t]) std::printf("%6lld", static_cast<long long>(v));
+    std::printf("\n");
+  }
+}
+
+// A binary (P5) PGM of 28x28 pixels with maxval 255, as u8 (1, 28, 28). Comments (#) allowed.
+Tensor read_pgm(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EMBER_CHECK(f.good(), IoError, "cannot open ", path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  auto token = [&]() {
+    while (pos < bytes.size()) {
+      if (bytes[pos] == '#') {
+        while (pos < bytes.size() && bytes[pos] != '\n') ++pos;
+      } else if (std::isspace(static_cast<unsigned char>(bytes[pos]))) {
+        ++pos;
+      } else {
+        break;
+      }
+    }
+    size_t start = pos;
+    while (pos < bytes.size() && !std::isspace(static_cast<unsigned char>(bytes[pos]))) ++pos;
+    return bytes.substr(start, pos - start);
+  };
+  EMBER_CHECK(token() == "P5", FormatError, path, ": not a binary PGM (expected magic P5)");
+  std::string w = token(), h = token(), maxval = token();
+  EMBER_CHECK(w == "28" && h == "28", FormatError, path, ": expected a 28x28 image, found ", w, "x", h);
+  EMBER_CHECK(maxval == "255", FormatError, path, ": expected maxval 255, found ", maxval);
+  ++pos;  // the single whitespace byte before the pixels
+  EMBER_CHECK(pos + 784 == bytes.size(), FormatError, path, ": expected 784 pixel bytes after the header, found ",
+              bytes.size() >= pos ? bytes.size() - pos : 0);
+  return Tensor::from_data(bytes.data() + pos, 784, {1, 28, 28}, DType::U8);
+}
+
+void run_predict(const std::string& checkpoint, const std::string& data, const std::string& device_text, int64_t index,
+                 const std::string& pgm) {
+  EMBER_CHECK((index >= 0) != !pgm.empty(), ValueError, "give exactly one of --index N (a test-set image) or --pgm FILE");
+  Device device = resolve_device(device_text);
+  train::LoadedModel loaded = train::load_mlp(checkpoint, device);
+  EMBER_CHECK(loaded.sizes.front() == 784, FormatError, checkpoint, ": the model takes ", loaded.sizes.front(),
+              " inputs; a 28x28 image has 784");
+  Tensor image;
+  std::string what;
+  int64_t truth = -1;
+  if (!pgm.empty()) {
+    image = read_pgm(pgm);
+    what = pgm;
+  } else {
+    train::Dataset test = train::load_fashion_mnist(data, train::Split::Test);
+    EMBER_CHECK(index < test.size(), ValueError, "--index ", index, " is out of range: the test set has ", test.size(),
+                " images (0..", test.size() - 1, ")");
+    image = test.images.slice(0, index, index + 1);
+    truth = test.labels.data<int64_t>()[index];
+    what = "test image " + std::to_string(index);
+  }
+  loaded.model->eval();
+  Tensor x = ops::cast(image.to(device).reshape({1, 784}), DType::F32, 1.0 / 255);
+  std::vector<float> probs = ops::softmax(loaded.model->forward(x)).to_vector<float>();
+  size_t best = 0;
+  for (size_t c = 1; c < probs.size(); ++c)
+    if (probs[c] > probs[best]) best = c;
+  const char* name = best < 10 ? train::kFashionMnistClassNames[best] : "?";
+  std::printf("%s: %s (class %zu, %.1f%%)", what.c_str(), name, best, 100 * probs[best]);
+  if (truth >= 0) std::printf("; true class: %s", train::kFashionMnistClassNames[truth]);
+  std::printf("\n");
+  for (size_t c = 0; c < probs.size(); ++c)
+    std::printf("  %zu %-12s %6.2f%%\n", c, c < 10 ? train::kFashionMnistClassNames[c] : "?", 100 * probs[c]);
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set");
+  sub->option_defaults()->always_capture_default();
+  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::kDefaultFashionMnistDir);
+  auto device = std::make_shared<std::string>("auto");
+  auto json = std::make_shared<bool>(false);
+  sub->add_option("--checkpoint", *checkpoint, "model.safetensors (ember's or PyTorch's)")->required();
+  sub->add_option("--data", *data, "Directory with the Fashion-MNIST IDX files");
+  sub->add_option("--device", *device, "auto, cpu, cuda or cuda:N");
+  sub->add_flag("--json", *json, "Print {accuracy, loss, per_class, confusion} as JSON");
+  register_action(sub, [=] { run_eval(*checkpoint, *data, *device, *json); });
+}
+
+void add_predict_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("predict", "Classify one image: a test-set index or a 28x28 PGM file");
+  sub->option_defaults()->always_capture_default();
+  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::kDefaultFashionMnistDir);
+  auto device = std::make_shared<std::string>("auto"), pgm = std::make_shared<std::string>();
+  auto index = std::make_shared<int64_t>(-1);
+  sub->add_option("--checkpoint", *checkpoint, "model.safetensors")->required();
+  sub->add_option("--index", *index, "Index of a test-set image")->check(CLI::NonNegativeNumber);
+  sub->add_option("--pgm", *pgm, "A binary PGM (P5) image of 28x28 pixels");
+  sub->add_option("--data", *data, "Directory with the Fashion-MNIST IDX files");
+  sub->add_option("--device", *device, "auto, cpu, cuda or cuda:N");
+  register_action(sub, [=] { run_predict(*checkpoint, *data, *device, *index, *pgm); });
+}
+
+}  // namespace ember::apps

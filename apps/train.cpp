@@ -1,0 +1,60 @@
+// `ember train`: Fashion-MNIST training with every knob of train::TrainConfig on the command line.
+#include <cblas.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "apps/commands.h"
+#include "train/trainer.h"
+
+namespace ember::apps {
+
+void add_train_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("train", "Train an MLP on Fashion-MNIST");
+  sub->option_defaults()->always_capture_default();
+  auto cfg = std::make_shared<train::TrainConfig>();
+  auto device = std::make_shared<std::string>("auto");
+  auto threads = std::make_shared<int>(0);
+  auto no_shuffle = std::make_shared<bool>(false);
+  auto no_pin = std::make_shared<bool>(false);
+  cfg->out_dir = "runs/fashion-mnist";
+
+  sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
+  sub->add_option("--device", *device, "auto (best: cuda:0 if usable, else cpu), cpu, cuda or cuda:N");
+  sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all)")->check(CLI::Range(1, 100000));
+  sub->add_option("--batch-size", cfg->batch_size, "Samples per step")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
+  sub->add_option("--lr", cfg->lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  sub->add_option("--momentum", cfg->momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
+  sub->add_flag("--nesterov,!--no-nesterov", cfg->nesterov, "Nesterov momentum (SGD)");
+  sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--schedule", cfg->schedule, "constant, step or cosine")->check(CLI::IsMember({"constant", "step", "cosine"}));
+  sub->add_option("--warmup-epochs", cfg->warmup_epochs, "Linear warmup before the cosine decay")->check(CLI::NonNegativeNumber);
+  sub->add_option("--step-epochs", cfg->step_epochs, "step schedule: decay every N epochs")->check(CLI::PositiveNumber);
+  sub->add_option("--step-gamma", cfg->step_gamma, "step schedule: multiply the lr by this")->check(CLI::PositiveNumber);
+  sub->add_option("--hidden", cfg->hidden, "Hidden layer sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  sub->add_option("--seed", cfg->seed, "Seed for initialisation and shuffling");
+  sub->add_option("--threads", *threads, "OpenBLAS threads (0: all cores)")->check(CLI::Range(0, 1024));
+  sub->add_flag("--no-shuffle", *no_shuffle, "Keep the dataset order");
+  sub->add_flag("--no-pin", *no_pin, "Stage batches in pageable instead of pinned memory (CUDA)");
+  sub->add_option("--limit", cfg->limit, "Train on the first N samples only (-1: all)")->check(CLI::Range(int64_t(-1), int64_t(10000000)));
+  sub->add_option("--init", cfg->init_path, "Start from the weights in this safetensors file");
+  sub->add_option("--resume", cfg->resume_dir, "Continue the run saved in this directory");
+  sub->add_option("--out", cfg->out_dir, "Run directory: checkpoints, metrics.csv, metrics.svg");
+  sub->add_option("--metrics-json", cfg->metrics_json, "Also write the metrics as JSON here");
+  sub->add_flag("--quiet", cfg->quiet, "Print nothing but errors");
+  sub->add_flag("--skip-nonfinite", cfg->skip_nonfinite, "Skip updates with a NaN/Inf loss instead of stopping");
+
+  register_action(sub, [=] {
+    train::TrainConfig c = *cfg;
+    c.device = resolve_device(*device);
+    c.shuffle = !*no_shuffle;
+    c.pin_memory = !*no_pin;
+    c.progress_bar = isatty(STDOUT_FILENO) != 0;
+    if (*threads > 0) openblas_set_num_threads(*threads);
+    train::train_model(c, std::cout);
+  });
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,378 @@
+// train_model(): the loop of DESIGN.md's "one training step", epochs of it, evaluation and checkpoints.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "core/ops.h"
+#include "nn/loss.h"
+#include "train/checkpoint.h"
+#include "train/data_loader.h"
+#include "train/svg.h"
+
+namespace ember::train {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// ---- config <-> JSON ----------------------------------------------------------------------------------
+
+std::string TrainConfig::to_json() const {
+  json j{{"data_dir", data_dir},         {"device", device.str()},    {"epochs", epochs},
+         {"batch_size", batch_size},     {"optimizer", optimizer},    {"lr", lr},
+         {"momentum", momentum},         {"nesterov", nesterov},      {"weight_decay", weight_decay},
+         {"schedule", schedule},         {"warmup_epochs", warmup_epochs}, {"step_epochs", step_epochs},
+         {"step_gamma", step_gamma},     {"hidden", hidden},          {"seed", seed},
+         {"shuffle", shuffle},           {"pin_memory", pin_memory},  {"limit", limit},
+         {"init_path", init_path},       {"skip_nonfinite", skip_nonfinite}};
+  return j.dump();
+}
+
+TrainConfig TrainConfig::from_json(const std::string& text) {
+  TrainConfig c;
+  try {
+    json j = json::parse(text);
+    c.data_dir = j.at("data_dir").get<std::string>();
+    c.device = Device::parse(j.at("device").get<std::string>());
+    c.epochs = j.at("epochs").get<int64_t>();
+    c.batch_size = j.at("batch_size").get<int64_t>();
+    c.optimizer = j.at("optimizer").get<std::string>();
+    c.lr = j.at("lr").get<double>();
+    c.momentum = j.at("momentum").get<double>();
+    c.nesterov = j.at("nesterov").get<bool>();
+    c.weight_decay = j.at("weight_decay").get<double>();
+    c.schedule = j.at("schedule").get<std::string>();
+    c.warmup_epochs = j.at("warmup_epochs").get<double>();
+    c.step_epochs = j.at("step_epochs").get<int64_t>();
+    c.step_gamma = j.at("step_gamma").get<double>();
+    c.hidden = j.at("hidden").get<std::vector<int64_t>>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.shuffle = j.at("shuffle").get<bool>();
+    c.pin_memory = j.at("pin_memory").get<bool>();
+    c.limit = j.at("limit").get<int64_t>();
+    c.init_path = j.at("init_path").get<std::string>();
+    c.skip_nonfinite = j.at("skip_nonfinite").get<bool>();
+  } catch (const json::exception& e) {
+    throw FormatError(detail::concat("the saved training config is malformed: ", e.what()));
+  }
+  return c;
+}
+
+namespace {
+
+json epoch_json(const EpochMetrics& m) {
+  return {{"epoch", m.epoch},           {"train_loss", m.train_loss}, {"train_accuracy", m.train_accuracy},
+          {"test_loss", m.test_loss},   {"test_accuracy", m.test_accuracy}, {"seconds", m.seconds},
+          {"samples_per_second", m.samples_per_second}, {"lr", m.lr}};
+}
+
+EpochMetrics epoch_from_json(const json& j) {
+  EpochMetrics m;
+  m.epoch = j.at("epoch").get<int64_t>();
+  m.train_loss = j.at("train_loss").get<double>();
+  m.train_accuracy = j.at("train_accuracy").get<double>();
+  m.test_loss = j.at("test_loss").get<double>();
+  m.test_accuracy = j.at("test_accuracy").get<double>();
+  m.seconds = j.at("seconds").get<double>();
+  m.samples_per_second = j.at("samples_per_second").get<double>();
+  m.lr = j.at("lr").get<double>();
+  return m;
+}
+
+json transfers_json(const std::array<TransferStats, 3>& t) {
+  json out = json::object();
+  for (int i = 0; i < 3; ++i) {
+    const TransferStats& s = t[i];
+    out[direction_name(static_cast<TransferDirection>(i))] = {{"count", s.count},   {"bytes", s.bytes},
+                                                              {"seconds", s.seconds}, {"pinned", s.pinned},
+                                                              {"pageable", s.pageable}, {"async", s.async},
+                                                              {"sync", s.sync}};
+  }
+  return out;
+}
+
+void validate(const TrainConfig& c) {
+  EMBER_CHECK(c.epochs >= 1, ValueError, "--epochs must be >= 1, got ", c.epochs);
+  EMBER_CHECK(c.batch_size >= 1, ValueError, "--batch-size must be >= 1, got ", c.batch_size);
+  EMBER_CHECK(c.lr > 0 && std::isfinite(c.lr), ValueError, "--lr must be a positive number, got ", c.lr);
+  EMBER_CHECK(c.momentum >= 0 && c.momentum < 1, ValueError, "--momentum must be in [0, 1), got ", c.momentum);
+  EMBER_CHECK(c.weight_decay >= 0, ValueError, "--weight-decay must be >= 0, got ", c.weight_decay);
+  EMBER_CHECK(c.optimizer == "sgd" || c.optimizer == "adamw", ValueError, "--optimizer must be sgd or adamw, got '",
+              c.optimizer, "'");
+  EMBER_CHECK(c.schedule == "constant" || c.schedule == "step" || c.schedule == "cosine", ValueError,
+              "--schedule must be constant, step or cosine, got '", c.schedule, "'");
+  EMBER_CHECK(!c.hidden.empty(), ValueError, "--hidden needs at least one layer size, e.g. 256,128");
+  for (int64_t h : c.hidden) EMBER_CHECK(h >= 1, ValueError, "--hidden sizes must be >= 1, got ", h);
+  EMBER_CHECK(c.limit == -1 || c.limit >= 1, ValueError, "--limit must be >= 1, got ", c.limit);
+  EMBER_CHECK(!c.nesterov || c.optimizer != "sgd" || c.momentum > 0, ValueError, "--nesterov needs --momentum > 0");
+}
+
+std::unique_ptr<optim::LrSchedule> make_schedule(const TrainConfig& c, int64_t steps_per_epoch) {
+  int64_t total = std::max<int64_t>(1, c.epochs * steps_per_epoch);
+  if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(c.lr);
+  if (c.schedule == "step")
+    return std::make_unique<optim::StepLr>(c.lr, std::max<int64_t>(1, c.step_epochs * steps_per_epoch), c.step_gamma);
+  int64_t warmup = std::min<int64_t>(total - 1, static_cast<int64_t>(c.warmup_epochs * double(steps_per_epoch)));
+  return std::make_unique<optim::CosineLr>(c.lr, total, std::max<int64_t>(0, warmup), 0.0);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, nn::Module& model) {
+  if (c.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(model.parameters(), ops::AdamWOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+  return std::make_unique<optim::SGD>(
+      model.parameters(),
+      ops::SgdOptions{.lr = c.lr, .momentum = c.momentum, .dampening = 0, .weight_decay = c.weight_decay, .nesterov = c.nesterov});
+}
+
+std::string format_duration(double seconds) {
+  char buf[32];
+  int s = static_cast<int>(std::max(0.0, seconds) + 0.5);
+  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
+  return buf;
+}
+
+void draw_progress(std::ostream& log, int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss,
+                   double acc, double rate) {
+  const int width = 24;
+  int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "\repoch %lld/%lld [%s%s] %3d%%  loss %.4f  acc %5.2f%%  %7.0f samples/s  ETA %s  ",
+                static_cast<long long>(epoch), static_cast<long long>(epochs), std::string(filled, '=').c_str(),
+                std::string(width - filled, ' ').c_str(), total > 0 ? static_cast<int>(100 * done / total) : 100, loss,
+                100 * acc, rate, format_duration(rate > 0 ? double(total - done) / rate : 0).c_str());
+  log << buf << std::flush;
+}
+
+void write_run_files(const std::string& dir, const TrainConfig& c, const std::vector<EpochMetrics>& history,
+                     const std::array<TransferStats, 3>& transfers) {
+  std::ostringstream csv;
+  csv << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,samples_per_second,lr\n";
+  for (const auto& m : history) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.8g\n", static_cast<long long>(m.epoch),
+                  m.train_loss, m.train_accuracy, m.test_loss, m.test_accuracy, m.seconds, m.samples_per_second, m.lr);
+    csv << line;
+  }
+  write_text_file(dir + "/metrics.csv", csv.str());
+  SvgChart loss{"loss", "epoch", "cross-entropy", false, false, {{"train", {}}, {"test", {}}}};
+  SvgChart acc{"accuracy", "epoch", "accuracy", false, false, {{"train", {}}, {"test", {}}}};
+  for (const auto& m : history) {
+    loss.series[0].points.emplace_back(m.epoch, m.train_loss);
+    loss.series[1].points.emplace_back(m.epoch, m.test_loss);
+    acc.series[0].points.emplace_back(m.epoch, m.train_accuracy);
+    acc.series[1].points.emplace_back(m.epoch, m.test_accuracy);
+  }
+  write_text_file(dir + "/metrics.svg", render_svg({loss, acc}));
+  if (!c.metrics_json.empty()) {
+    json j{{"device", c.device.str()}, {"config", json::parse(c.to_json())}, {"transfers", transfers_json(transfers)},
+           {"epochs", json::array()}};
+    for (const auto& m : history) j["epochs"].push_back(epoch_json(m));
+    write_text_file(c.metrics_json, j.dump(2) + "\n");
+  }
+}
+
+std::array<TransferStats, 3> ledger_since(const std::array<TransferStats, 3>& start) {
+  std::array<TransferStats, 3> out;
+  for (int i = 0; i < 3; ++i) {
+    TransferStats now = TransferLedger::global().stats(static_cast<TransferDirection>(i));
+    const TransferStats& s = start[i];
+    out[i] = {now.count - s.count, now.bytes - s.bytes,       now.seconds - s.seconds, now.pinned - s.pinned,
+              now.pageable - s.pageable, now.sync - s.sync, now.async - s.async};
+  }
+  return out;
+}
+
+}  // namespace
+
+EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, bool confusion, int64_t num_classes) {
+  bool was_training = model.is_training();
+  model.eval();
+  Device device = model.device();
+  DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .seed = 0, .drop_last = false, .device = device});
+  Tensor loss_sum = Tensor::zeros({}, DType::F32, device), correct = Tensor::zeros({}, DType::F32, device);
+  EvalResult r;
+  if (confusion) r.confusion.assign(num_classes, std::vector<int64_t>(num_classes, 0));
+  const int64_t* labels = data.labels.data<int64_t>();
+  nn::CrossEntropyLoss ce;
+  Batch batch;
+  int64_t seen = 0;
+  while (loader.next(batch)) {
+    Tensor logits = model.forward(batch.x);
+    ops::add_(loss_sum, ce.forward(logits, batch.y), static_cast<double>(batch.size()));
+    ops::add_(correct, ops::cast(ops::count_correct(logits, batch.y), DType::F32));
+    if (confusion) {
+      std::vector<int64_t> predicted = ops::argmax(logits).to_vector<int64_t>();
+      for (int64_t i = 0; i < batch.size(); ++i) r.confusion[labels[seen + i]][predicted[i]]++;
+    }
+    seen += batch.size();
+  }
+  r.samples = seen;
+  r.loss = seen > 0 ? loss_sum.item<float>() / double(seen) : 0;
+  r.accuracy = seen > 0 ? correct.item<float>() / double(seen) : 0;
+  if (confusion) {
+    for (int64_t c = 0; c < num_classes; ++c) {
+      int64_t total = 0;
+      for (int64_t v : r.confusion[c]) total += v;
+      r.per_class_accuracy.push_back(total > 0 ? double(r.confusion[c][c]) / double(total) : 0);
+    }
+  }
+  model.train(was_training);
+  return r;
+}
+
+TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
+  TrainConfig cfg = requested;
+  TrainingState resume;
+  std::vector<EpochMetrics> history;
+  const bool resuming = !requested.resume_dir.empty();
+  if (resuming) {
+    resume = load_training_state(requested.resume_dir + "/state.safetensors");
+    // The run's own settings win, so the continuation is the run that would have happened;
+    // only where and how long to train, and where to write, come from this invocation.
+    cfg = TrainConfig::from_json(resume.config_json);
+    cfg.epochs = requested.epochs;
+    cfg.device = requested.device;
+    cfg.data_dir = requested.data_dir;
+    cfg.out_dir = requested.out_dir.empty() ? requested.resume_dir : requested.out_dir;
+    cfg.metrics_json = requested.metrics_json;
+    cfg.quiet = requested.quiet;
+    cfg.progress_bar = requested.progress_bar;
+    cfg.resume_dir = requested.resume_dir;
+    try {
+      for (const auto& e : json::parse(resume.history_json)) history.push_back(epoch_from_json(e));
+    } catch (const json::exception& e) {
+      throw FormatError(detail::concat(requested.resume_dir, "/state.safetensors: the saved history is malformed: ",
+                                       e.what()));
+    }
+    EMBER_CHECK(resume.epochs_done < cfg.epochs, ValueError, "the run in ", requested.resume_dir, " already trained ",
+                resume.epochs_done, " epoch(s); ask for more with --epochs N (N > ", resume.epochs_done, ")");
+  }
+  validate(cfg);
+
+  Dataset train_set = load_fashion_mnist(cfg.data_dir, Split::Train, cfg.limit);
+  Dataset test_set = load_fashion_mnist(cfg.data_dir, Split::Test);
+
+  std::vector<int64_t> sizes{train_set.sample_numel()};
+  sizes.insert(sizes.end(), cfg.hidden.begin(), cfg.hidden.end());
+  sizes.push_back(kFashionMnistClasses);
+  std::shared_ptr<nn::Sequential> model;
+  std::string weights = resuming ? cfg.resume_dir + "/model.safetensors" : cfg.init_path;
+  if (!weights.empty()) {
+    LoadedModel loaded = load_mlp(weights, cfg.device);
+    EMBER_CHECK(loaded.sizes.front() == sizes.front() && loaded.sizes.back() == sizes.back(), FormatError, weights,
+                ": the model is ", architecture_string(loaded.sizes), " but Fashion-MNIST needs ", sizes.front(),
+                " inputs and ", sizes.back(), " outputs");
+    model = loaded.model;
+    sizes = loaded.sizes;
+    cfg.hidden.assign(sizes.begin() + 1, sizes.end() - 1);
+  } else {
+    Generator init(cfg.seed);
+    model = make_mlp(sizes, cfg.device, init);
+  }
+
+  auto optimizer = make_optimizer(cfg, *model);
+  if (resuming) optimizer->load_state_dict(resume.optimizer);
+  DataLoader loader(train_set, {.batch_size = cfg.batch_size, .shuffle = cfg.shuffle, .seed = cfg.seed,
+                                .drop_last = false, .device = cfg.device, .pin_memory = cfg.pin_memory});
+  const int64_t steps_per_epoch = loader.batches_per_epoch();
+  auto schedule = make_schedule(cfg, steps_per_epoch);
+  int64_t step = resuming ? resume.step : 0;
+  const int64_t first_epoch = resuming ? resume.epochs_done + 1 : 1;
+
+  fs::create_directories(cfg.out_dir);
+  if (!cfg.quiet) {
+    log << "ember train: " << architecture_string(sizes) << " MLP on " << cfg.device.str() << ", "
+        << train_set.size() << " training / " << test_set.size() << " test samples, batch " << cfg.batch_size << ", "
+        << cfg.optimizer << " lr " << cfg.lr << " (" << cfg.schedule << ")"
+        << (resuming ? ", resuming after epoch " + std::to_string(resume.epochs_done) : "") << "\n";
+  }
+
+  std::array<TransferStats, 3> ledger_start;
+  for (int i = 0; i < 3; ++i) ledger_start[i] = TransferLedger::global().stats(static_cast<TransferDirection>(i));
+  TrainResult result;
+  nn::CrossEntropyLoss ce;
+  model->train();
+  auto run_start = std::chrono::steady_clock::now();
+  int64_t samples_trained = 0;
+  double train_seconds = 0;
+  for (int64_t epoch = first_epoch; epoch <= cfg.epochs; ++epoch) {
+    auto epoch_start = std::chrono::steady_clock::now();
+    auto last_draw = epoch_start;
+    loader.start_epoch(epoch - 1);
+    // Sums stay on the device: the host reads them only to draw progress and at the epoch's end.
+    Tensor loss_sum = Tensor::zeros({}, DType::F32, cfg.device), correct = Tensor::zeros({}, DType::F32, cfg.device);
+    int64_t samples = 0;
+    Batch batch;
+    while (loader.next(batch)) {
+      optimizer->set_lr(schedule->lr_at(step));
+      optimizer->zero_grad();
+      Tensor logits = model->forward(batch.x);
+      Tensor loss = ce.forward(logits, batch.y);
+      model->backward(ce.backward());
+      optimizer->step();
+      ++step;
+      ops::add_(loss_sum, loss, static_cast<double>(batch.size()));
+      ops::add_(correct, ops::cast(ops::count_correct(logits, batch.y), DType::F32));
+      samples += batch.size();
+      if (cfg.progress_bar && !cfg.quiet) {
+        auto now = std::chrono::steady_clock::now();
+        if (std::chrono::duration<double>(now - last_draw).count() > 0.25) {
+          last_draw = now;
+          double elapsed = std::chrono::duration<double>(now - epoch_start).count();
+          draw_progress(log, epoch, cfg.epochs, samples, loader.samples_per_epoch(), loss_sum.item<float>() / samples,
+                        correct.item<float>() / samples, samples / elapsed);
+        }
+      }
+    }
+    double train_loss = loss_sum.item<float>() / double(samples), train_acc = correct.item<float>() / double(samples);
+    if (cfg.device.is_cuda()) cuda::synchronize(cfg.device);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    samples_trained += samples;
+    train_seconds += seconds;
+    EMBER_CHECK(std::isfinite(train_loss), ValueError, "the training loss became ", train_loss, " in epoch ", epoch,
+                "; lower --lr (now ", cfg.lr, ") or check the data");
+    EvalResult test = evaluate(*model, test_set, 1000, false);
+    EpochMetrics m{epoch, train_loss, train_acc, test.loss, test.accuracy, seconds, double(samples) / seconds,
+                   optimizer->lr()};
+    history.push_back(m);
+    if (!cfg.quiet) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "%sepoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  lr %.4g  %.1f s  %.0f "
+                    "samples/s\n",
+                    cfg.progress_bar ? "\r" : "", static_cast<long long>(epoch), static_cast<long long>(cfg.epochs),
+                    train_loss, 100 * train_acc, test.loss, 100 * test.accuracy, m.lr, seconds, m.samples_per_second);
+      log << line << std::flush;
+    }
+    // A checkpoint after every epoch, each file written atomically.
+    json hist = json::array();
+    for (const auto& h : history) hist.push_back(epoch_json(h));
+    save_model(cfg.out_dir + "/model.safetensors", *model, sizes);
+    save_training_state(cfg.out_dir + "/state.safetensors",
+                        {optimizer->state_dict(), epoch, step, cfg.to_json(), hist.dump()});
+    result.transfers = ledger_since(ledger_start);
+    write_run_files(cfg.out_dir, cfg, history, result.transfers);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  result.samples_per_second = train_seconds > 0 ? double(samples_trained) / train_seconds : 0;
+  result.epochs = history;
+  result.test_loss = history.back().test_loss;
+  result.test_accuracy = history.back().test_accuracy;
+  if (!cfg.quiet) {
+    char line[256];
+    std::snprintf(line, sizeof line, "test accuracy %.2f%%, loss %.4f | %lld epoch(s) in %.1f s, training at %.0f samples/s on %s\n",
+                  100 * result.test_accuracy, result.test_loss,
+                  static_cast<long long>(cfg.epochs - first_epoch + 1), result.seconds, result.samples_per_second,
+                  cfg.device.str().c_str());
+    log << line << "transfers: " << TransferLedger::global().summary() << "saved " << cfg.out_dir
+        << "/model.safetensors (PyTorch: model.load_state_dict(safetensors.torch.load_file(...)))\n";
+  }
+  return result;
+}
+
+}  // namespace ember::train
