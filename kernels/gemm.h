@@ -34,6 +34,14 @@ template <typename T> void gemm(EMBER_GEMM_ARGS, Stream stream);
 template <typename T> void gemm_cublas(EMBER_GEMM_ARGS, Stream stream);
 }  // namespace cuda
 
+namespace detail {
+// The argument rules all three GEMMs share (sizes, leading dimensions, pointers), so they reject
+// exactly the same inputs with the same ValueError. Defined in kernels/cpu/gemm.cpp.
+void check_gemm_args(const char* name, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A,
+                     int64_t lda, const void* B, int64_t ldb, const void* C, int64_t ldc, const void* bias,
+                     Epilogue epilogue);
+}  // namespace detail
+
 #undef EMBER_GEMM_ARGS
 
 }  // namespace ember::kernels

@@ -13,8 +13,6 @@ namespace ember::kernels {
 
 namespace detail {
 
-// Shared by the CPU, hand-written CUDA and cuBLAS GEMMs (declared again in kernels/cuda/gemm*.cu, since gemm.h
-// has no declaration for it): ld and pointer rules are the same for all three, so they reject the same inputs.
 void check_gemm_args(const char *name, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t lda, const void *B, int64_t ldb, const void *C, int64_t ldc, const void *bias,
                      Epilogue epilogue) {

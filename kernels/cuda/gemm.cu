@@ -11,13 +11,6 @@
 
 namespace ember::kernels {
 
-namespace detail {
-// Defined in kernels/cpu/gemm.cpp so the three GEMM backends reject exactly the same arguments.
-void check_gemm_args(const char *name, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void *A,
-                     int64_t lda, const void *B, int64_t ldb, const void *C, int64_t ldc, const void *bias,
-                     Epilogue epilogue);
-}  // namespace detail
-
 namespace cuda {
 namespace {
 

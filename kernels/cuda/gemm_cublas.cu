@@ -24,28 +24,32 @@
 
 namespace ember::kernels {
 
-namespace detail {
-// Defined in kernels/cpu/gemm.cpp so the three GEMM backends reject exactly the same arguments.
-void check_gemm_args(const char *name, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void *A,
-                     int64_t lda, const void *B, int64_t ldb, const void *C, int64_t ldc, const void *bias,
-                     Epilogue epilogue);
-}  // namespace detail
-
 namespace cuda {
 namespace {
 
-// C(M, N) += bias (broadcast over rows), then ReLU; grid-stride so any M * N is covered.
+// C(M, N) = act(scale(C) + bias), bias broadcast over rows and optional; scale(C) is beta * C when `scale_c` (with
+// beta == 0 writing zeros, never 0 * NaN), else C. Grid-stride so any M * N is covered.
 template <typename T>
-__global__ void bias_act_kernel(int64_t M, int64_t N, T *__restrict__ C, int64_t ldc, const T *__restrict__ bias,
-                                bool relu) {
+__global__ void epilogue_kernel(int64_t M, int64_t N, T *__restrict__ C, int64_t ldc, bool scale_c, T beta,
+                                const T *__restrict__ bias, bool relu) {
   const int64_t total = M * N;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
     const int64_t row = idx / N, col = idx - row * N;
-    T v = C[row * ldc + col] + bias[col];
+    T v = C[row * ldc + col];
+    if (scale_c) v = beta == T(0) ? T(0) : beta * v;
+    if (bias != nullptr) v += bias[col];
     if (relu) v = v < T(0) ? T(0) : v;  // lets NaN through, like the CPU twin
     C[row * ldc + col] = v;
   }
+}
+
+template <typename T>
+void launch_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, bool scale_c, T beta, const T *bias, bool relu,
+                     Stream stream) {
+  constexpr int kThreads = 256;
+  epilogue_kernel<T><<<grid_for(M * N, kThreads), kThreads, 0, stream>>>(M, N, C, ldc, scale_c, beta, bias, relu);
+  EMBER_LAUNCH_CHECK("epilogue_kernel");
 }
 
 // One cuBLAS handle per device. cublasSetStream changes the handle for every thread that shares it, so the mutex
@@ -88,6 +92,15 @@ void gemm_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
   // The default (not _FAST_*) compute types keep full single/double precision through the whole product.
   constexpr cublasComputeType_t kCompute = kIsFloat ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
 
+  const bool relu = epilogue == Epilogue::BiasRelu;
+  if (epilogue == Epilogue::None) bias = nullptr;
+  if (K == 0 || alpha == T(0)) {
+    // Nothing to multiply (and A, B must not be read): C = beta * C + bias in one pass of our own, rather than
+    // relying on how cuBLAS treats a degenerate product.
+    if (beta != T(1) || bias != nullptr) launch_epilogue(M, N, C, ldc, /*scale_c=*/true, beta, bias, relu, stream);
+    return;
+  }
+
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   DeviceHandle &h = handle_for(device);
@@ -100,12 +113,7 @@ void gemm_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
                                  M, K, &alpha, B, kType, ldb, A, kType, lda, &beta, C, kType, ldc, kCompute,
                                  CUBLAS_GEMM_DEFAULT));
   }
-  if (epilogue != Epilogue::None) {
-    constexpr int kThreads = 256;
-    bias_act_kernel<T><<<grid_for(M * N, kThreads), kThreads, 0, stream>>>(M, N, C, ldc, bias,
-                                                                          epilogue == Epilogue::BiasRelu);
-    EMBER_LAUNCH_CHECK("bias_act_kernel");
-  }
+  if (bias != nullptr) launch_epilogue(M, N, C, ldc, /*scale_c=*/false, beta, bias, relu, stream);
 }
 
 template void gemm_cublas<float>(bool, bool, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,

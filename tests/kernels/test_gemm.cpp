@@ -210,6 +210,10 @@ TEST_CASE("cuda gemms without a GPU: CudaError, and the same argument checks", "
   REQUIRE_THROWS_AS(kcuda::gemm_cublas<double>(false, false, 2, 2, 2, 1, nullptr, 2, nullptr, 2, 0, nullptr, 2,
                                                nullptr, Epilogue::None, nullptr),
                     ember::ValueError);  // null C with a 2x2 output
+  // K == 0 skips cuBLAS and launches only the epilogue kernel: its launch check must throw too.
+  REQUIRE_THROWS_AS(kcuda::gemm_cublas<float>(false, false, 4, 4, 0, 1, nullptr, 1, nullptr, 4, 0, C.data(), 4,
+                                              nullptr, Epilogue::None, nullptr),
+                    ember::CudaError);
   std::vector<double> Ad(4, 1), Bd(4, 1), Cd(4, 0);
   REQUIRE_THROWS_AS(kcuda::gemm_cublas<double>(false, false, 2, 2, 2, 1, Ad.data(), 2, Bd.data(), 2, 0, Cd.data(), 2,
                                                nullptr, Epilogue::None, nullptr),
