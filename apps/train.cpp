@@ -41,7 +41,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--limit", cfg->limit, "Train on the first N samples only (-1: all)")->check(CLI::Range(int64_t(-1), int64_t(10000000)));
   sub->add_option("--init", cfg->init_path, "Start from the weights in this safetensors file");
   sub->add_option("--resume", cfg->resume_dir, "Continue the run saved in this directory");
-  sub->add_option("--out", cfg->out_dir, "Run directory: checkpoints, metrics.csv, metrics.svg");
+  auto* out = sub->add_option("--out", cfg->out_dir, "Run directory: checkpoints, metrics.csv, metrics.svg (with --resume: that directory)");
   sub->add_option("--metrics-json", cfg->metrics_json, "Also write the metrics as JSON here");
   sub->add_flag("--quiet", cfg->quiet, "Print nothing but errors");
   sub->add_flag("--skip-nonfinite", cfg->skip_nonfinite, "Skip updates with a NaN/Inf loss instead of stopping");
@@ -52,6 +52,7 @@ void add_train_command(CLI::App& app) {
     c.shuffle = !*no_shuffle;
     c.pin_memory = !*no_pin;
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
+    if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
     if (*threads > 0) openblas_set_num_threads(*threads);
     train::train_model(c, std::cout);
   });

@@ -1,0 +1,186 @@
+// End-to-end tests of the `ember` binary: a short training run on the real Fashion-MNIST, eval,
+// predict, exact resume, and one clear line with the right exit code for each kind of bad input.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+Run ember(const std::string& args) {
+  std::string cmd = std::string(EMBER_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+bool have_dataset() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ember-cli-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ember train on 2000 samples writes checkpoints and metrics; eval and predict read them", "[apps]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed; `make test` installs it");
+    return;
+  }
+  fs::path dir = fresh_dir("train");
+  Run r = ember("train --device cpu --limit 2000 --epochs 1 --out " + dir.string() + " --metrics-json " +
+                (dir / "m.json").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("epoch 1/1") && Catch::Contains("test accuracy") &&
+                           Catch::Contains("transfers:") && Catch::Contains("samples/s"));
+  for (const char* f : {"model.safetensors", "state.safetensors", "metrics.csv", "metrics.svg", "m.json"})
+    CHECK(fs::exists(dir / f));
+  CHECK(slurp(dir / "metrics.svg").find("<svg") == 0);
+  CHECK(slurp(dir / "metrics.csv").find("epoch,train_loss,train_accuracy,test_loss,test_accuracy") == 0);
+
+  auto m = nlohmann::json::parse(slurp(dir / "m.json"));
+  CHECK(m["device"] == "cpu");
+  CHECK(m["config"]["limit"] == 2000);
+  CHECK(m["transfers"]["H2D"]["count"] == 0);  // all on the host: nothing crossed the bus
+  REQUIRE(m["epochs"].size() == 1);
+  for (const char* key : {"epoch", "train_loss", "test_loss", "test_accuracy", "seconds", "samples_per_second"})
+    CHECK(m["epochs"][0].contains(key));
+  double test_accuracy = m["epochs"][0]["test_accuracy"];
+  CHECK(test_accuracy > 0.35);  // one warm-up epoch on 2000 samples; chance is 0.10
+
+  Run e = ember("eval --device cpu --json --checkpoint " + (dir / "model.safetensors").string());
+  INFO(e.output);
+  REQUIRE(e.code == 0);
+  auto j = nlohmann::json::parse(e.output);
+  CHECK(j["accuracy"].get<double>() == Approx(test_accuracy).margin(1e-6));
+  CHECK(j["per_class"].size() == 10);
+  CHECK(j["per_class"].contains("Ankle boot"));
+  int64_t total = 0;
+  for (const auto& row : j["confusion"])
+    for (const auto& v : row) total += v.get<int64_t>();
+  CHECK(total == 10000);
+
+  Run text = ember("eval --device cpu --checkpoint " + (dir / "model.safetensors").string());
+  CHECK(text.code == 0);
+  CHECK_THAT(text.output, Catch::Contains("confusion") && Catch::Contains("T-shirt/top"));
+
+  Run p = ember("predict --device cpu --index 0 --checkpoint " + (dir / "model.safetensors").string());
+  INFO(p.output);
+  CHECK(p.code == 0);
+  CHECK_THAT(p.output, Catch::Contains("test image 0:") && Catch::Contains("true class: Ankle boot"));
+
+  // A 28x28 PGM through predict.
+  std::ofstream(dir / "img.pgm", std::ios::binary) << "P5\n# a comment\n28 28\n255\n" << std::string(784, '\x80');
+  Run pg = ember("predict --device cpu --pgm " + (dir / "img.pgm").string() + " --checkpoint " +
+                 (dir / "model.safetensors").string());
+  INFO(pg.output);
+  CHECK(pg.code == 0);
+  std::ofstream(dir / "bad.pgm", std::ios::binary) << "P5\n27 28\n255\n" << std::string(756, 'a');
+  Run bad = ember("predict --device cpu --pgm " + (dir / "bad.pgm").string() + " --checkpoint " +
+                  (dir / "model.safetensors").string());
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.output, Catch::Contains("expected a 28x28 image, found 27x28"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Resume: 2 epochs straight equal 1 epoch + --resume + 1 epoch, bit for bit", "[apps]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed");
+    return;
+  }
+  fs::path a = fresh_dir("straight"), b = fresh_dir("resumed");
+  // A schedule that does not depend on the total number of epochs (a cosine one would stretch when
+  // --epochs grows on resume), with Nesterov momentum and weight decay in the optimizer state.
+  const std::string common =
+      "train --device cpu --quiet --threads 1 --limit 1500 --batch-size 100 --seed 5 --schedule step --step-epochs 1 "
+      "--step-gamma 0.5 ";
+  REQUIRE(ember(common + "--epochs 2 --out " + a.string()).code == 0);
+  REQUIRE(ember(common + "--epochs 1 --out " + b.string()).code == 0);
+  Run r = ember("train --device cpu --quiet --threads 1 --epochs 2 --resume " + b.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(slurp(a / "model.safetensors") == slurp(b / "model.safetensors"));
+  Run again = ember("train --device cpu --epochs 2 --resume " + b.string());
+  CHECK(again.code == 2);
+  CHECK_THAT(again.output, Catch::Contains("already trained 2 epoch(s)"));
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST_CASE("Bad command lines and bad files: one clear line, exit 2 for usage and 1 for runtime errors", "[apps]") {
+  fs::path dir = fresh_dir("errors");
+  struct Case {
+    std::string args;
+    int code;
+    std::string says;
+  };
+  std::vector<Case> cases = {
+      {"", 2, "A subcommand is required"},
+      {"train --epochs 0", 2, "--epochs"},
+      {"train --batch-size -3", 2, "--batch-size"},
+      {"train --optimizer rmsprop", 2, "--optimizer"},
+      {"train --lr abc", 2, "--lr"},
+      {"train --bogus-flag", 2, "bogus"},
+      {"train --device gpu", 2, "invalid device string 'gpu'"},
+      {"train --device cuda:x", 2, "invalid device string"},
+      {"train --limit 0", 2, "--limit must be >= 1"},
+      {"train --data " + (dir / "nowhere").string(), 1, "dataset-fashion-mnist"},
+      {"eval --checkpoint " + (dir / "missing.safetensors").string(), 1, "missing.safetensors"},
+      {"predict --checkpoint x.safetensors", 2, "exactly one of --index N"},
+      {"train --resume " + dir.string(), 1, "state.safetensors"},
+  };
+  // A corrupt checkpoint: a header length pointing past the end of the file.
+  std::ofstream(dir / "corrupt.safetensors", std::ios::binary) << std::string("\xff\x00\x00\x00\x00\x00\x00\x00{}", 10);
+  cases.push_back({"eval --device cpu --checkpoint " + (dir / "corrupt.safetensors").string(), 1, "corrupt.safetensors"});
+  if (!fs::exists("/dev/nvidia0")) {
+    cases.push_back({"train --device cuda --limit 100 --epochs 1 --out " + dir.string(), 1, "no usable CUDA device"});
+    cases.push_back({"eval --device cuda:0 --checkpoint " + (dir / "corrupt.safetensors").string(), 1, ""});
+  }
+  for (const auto& c : cases) {
+    INFO("ember " << c.args);
+    Run r = ember(c.args);
+    INFO(r.output);
+    CHECK(r.code == c.code);
+    CHECK_THAT(r.output, Catch::Contains(c.says));
+    CHECK(r.output.find("Aborted") == std::string::npos);
+    CHECK(r.output.find("terminate called") == std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ember info and ember demo run on any machine", "[apps]") {
+  Run info = ember("info");
+  CHECK(info.code == 0);
+  CHECK_THAT(info.output, Catch::Contains("best device:") && Catch::Contains("BLAS"));
+  Run demo = ember("demo");
+  INFO(demo.output);
+  CHECK(demo.code == 0);
+  CHECK_THAT(demo.output, Catch::Contains("Expected all tensors to be on the same device"));
+}
