@@ -204,6 +204,21 @@ void stream_wait_event(kernels::Stream stream, void* event) {
   CUDA_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(event), 0));
 }
 void event_synchronize(void* event) { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+void* event_create_timed() {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+float event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+int l2_cache_bytes(int device) {
+  int bytes = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+  return bytes;
+}
 
 #else  // no CUDA backend: every entry point explains why
 
@@ -227,6 +242,9 @@ void event_destroy(void*) noexcept {}
 void event_record(void*, kernels::Stream) { no_cuda(); }
 void stream_wait_event(kernels::Stream, void*) { no_cuda(); }
 void event_synchronize(void*) { no_cuda(); }
+void* event_create_timed() { no_cuda(); }
+float event_elapsed_ms(void*, void*) { no_cuda(); }
+int l2_cache_bytes(int) { no_cuda(); }
 
 #endif
 

@@ -34,5 +34,10 @@ void event_destroy(void* event) noexcept;
 void event_record(void* event, kernels::Stream stream);
 void stream_wait_event(kernels::Stream stream, void* event);
 void event_synchronize(void* event);
+// Events that record time, for benchmarks: milliseconds between two recorded events.
+void* event_create_timed();
+float event_elapsed_ms(void* start, void* end);
+// Bytes of the device's L2 cache (for flushing it between benchmark repetitions).
+int l2_cache_bytes(int device);
 
 }  // namespace ember::cuda::runtime
