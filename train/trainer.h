@@ -17,13 +17,13 @@ namespace ember::train {
 struct TrainConfig {
   std::string data_dir = kDefaultFashionMnistDir;
   Device device = Device::cpu();
-  int64_t epochs = 15;
+  int64_t epochs = 20;
   int64_t batch_size = 128;
   std::string optimizer = "sgd";   // sgd | adamw
   double lr = 0.1;
   double momentum = 0.9;
   bool nesterov = true;
-  double weight_decay = 5e-4;
+  double weight_decay = 1e-4;
   std::string schedule = "cosine"; // constant | step | cosine
   double warmup_epochs = 1;        // cosine: linear warmup
   int64_t step_epochs = 5;         // step: decay every this many epochs
