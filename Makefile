@@ -13,7 +13,7 @@ ifneq ($(NVCC),)
 endif
 TRAIN_ARGS ?=
 
-.PHONY: all deps configure build test train demo gpu-stage gpu-check clean
+.PHONY: all deps configure build test test-sanitize train demo gpu-stage gpu-check clean
 
 all: build
 
@@ -39,6 +39,13 @@ build: configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The CPU code and tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI's second stage).
+test-sanitize: deps
+	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE=ON -DEMBER_CUDA=OFF >/dev/null
+	@cmake --build build-sanitize -j $(JOBS)
+	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
 
 # Trains on Fashion-MNIST on the best device (extra flags: make train TRAIN_ARGS="--epochs 5").
 train: build

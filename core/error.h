@@ -23,6 +23,7 @@ class CudaError : public Error { using Error::Error; };
 class DeviceUnavailableError : public Error { using Error::Error; };  // CUDA asked for, none usable
 class IoError : public Error { using Error::Error; };
 class FormatError : public Error { using Error::Error; };
+class NumericalError : public Error { using Error::Error; };  // NaN/Inf where numbers must be finite
 class InternalError : public Error { using Error::Error; };  // a broken invariant: a bug in ember
 
 namespace detail {

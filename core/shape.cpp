@@ -32,7 +32,10 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    // An empty tensor may have sizes whose product overflows; its strides are never used to
+    // address an element, so saturate instead of overflowing.
+    if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride))
+      stride = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }

@@ -109,6 +109,7 @@ Tensor Tensor::randn(const Shape& shape, uint64_t seed, DType dtype, Device devi
 int64_t Tensor::size(int64_t d) const { return shape_[wrap_dim(d, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel_ == 0) return true;  // no element to be out of place (as in PyTorch)
   int64_t expected = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] == 1) continue;

@@ -47,7 +47,10 @@ std::shared_ptr<nn::Sequential> make_mlp(const std::vector<int64_t>& sizes, Devi
 
 std::string architecture_string(const std::vector<int64_t>& sizes) {
   std::string s;
-  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? "-" : "") + std::to_string(sizes[i]);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) s += '-';
+    s += std::to_string(sizes[i]);
+  }
   return s;
 }
 

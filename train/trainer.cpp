@@ -176,6 +176,18 @@ void write_run_files(const std::string& dir, const TrainConfig& c, const std::ve
   }
 }
 
+// Names what is non-finite after a bad step: the loss, and any parameter the update already spoiled.
+std::string describe_nonfinite(const nn::Module& model) {
+  std::string bad;
+  for (const auto& [name, p] : model.named_parameters()) {
+    Tensor v = p->value.to(Device::cpu());
+    int64_t count = 0;
+    for (float x : v.to_vector<float>()) count += !std::isfinite(x);
+    if (count > 0) bad += detail::concat(bad.empty() ? "" : ", ", name, " (", count, " of ", v.numel(), ")");
+  }
+  return bad.empty() ? "the parameters are still finite" : "non-finite parameters: " + bad;
+}
+
 std::array<TransferStats, 3> ledger_since(const std::array<TransferStats, 3>& start) {
   std::array<TransferStats, 3> out;
   for (int i = 0; i < 3; ++i) {
@@ -306,13 +318,25 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     loader.start_epoch(epoch - 1);
     // Sums stay on the device: the host reads them only to draw progress and at the epoch's end.
     Tensor loss_sum = Tensor::zeros({}, DType::F32, cfg.device), correct = Tensor::zeros({}, DType::F32, cfg.device);
-    int64_t samples = 0;
+    int64_t samples = 0, skipped = 0;
     Batch batch;
     while (loader.next(batch)) {
       optimizer->set_lr(schedule->lr_at(step));
       optimizer->zero_grad();
       Tensor logits = model->forward(batch.x);
       Tensor loss = ce.forward(logits, batch.y);
+      // On the host reading the loss is free, so every step is checked before its update; on a GPU
+      // that read would stall the step, so the check runs where the host synchronises anyway.
+      if (cfg.device.is_cpu() && !std::isfinite(loss.item<float>())) {
+        if (cfg.skip_nonfinite) {
+          ++skipped;
+          ++step;
+          continue;
+        }
+        throw NumericalError(detail::concat("step ", step + 1, " (epoch ", epoch, ", batch ", batch.index + 1,
+                                            "): the loss is ", loss.item<float>(), "; ", describe_nonfinite(*model),
+                                            ". Lower --lr (now ", cfg.lr, ") or pass --skip-nonfinite"));
+      }
       model->backward(ce.backward());
       optimizer->step();
       ++step;
@@ -334,8 +358,9 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     samples_trained += samples;
     train_seconds += seconds;
-    EMBER_CHECK(std::isfinite(train_loss), ValueError, "the training loss became ", train_loss, " in epoch ", epoch,
-                "; lower --lr (now ", cfg.lr, ") or check the data");
+    EMBER_CHECK(std::isfinite(train_loss), NumericalError, "the training loss became ", train_loss, " in epoch ", epoch,
+                "; ", describe_nonfinite(*model), ". Lower --lr (now ", cfg.lr, ")");
+    if (skipped > 0 && !cfg.quiet) log << "skipped " << skipped << " step(s) with a non-finite loss\n";
     EvalResult test = evaluate(*model, test_set, 1000, false);
     EpochMetrics m{epoch, train_loss, train_acc, test.loss, test.accuracy, seconds, double(samples) / seconds,
                    optimizer->lr()};

@@ -184,3 +184,18 @@ TEST_CASE("ember info and ember demo run on any machine", "[apps]") {
   CHECK(demo.code == 0);
   CHECK_THAT(demo.output, Catch::Contains("Expected all tensors to be on the same device"));
 }
+
+TEST_CASE("A diverging run stops at the first non-finite loss, naming the step and the spoiled tensors", "[apps]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed");
+    return;
+  }
+  fs::path dir = fresh_dir("nonfinite");
+  Run r = ember("train --device cpu --limit 512 --epochs 1 --lr 1e9 --schedule constant --out " + dir.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("): the loss is") && Catch::Contains("step ") &&
+                           Catch::Contains("Lower --lr"));
+  CHECK_FALSE(fs::exists(dir / "model.safetensors"));  // nothing half-written
+  fs::remove_all(dir);
+}
