@@ -23,6 +23,8 @@ Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& grad_out, const Tensor& y);
 // Dst(x * scale) on x's device: scale 1/255 turns u8 images into f32 in [0, 1].
 Tensor cast(const Tensor& x, DType dtype, double scale = 1);
+// The same into an existing contiguous tensor with as many elements (shapes may differ), on x's device.
+void cast_(Tensor& out, const Tensor& x, double scale = 1);
 // Inverted-dropout mask: 1/(1-p) where the stream's uniform value >= p, else 0.
 Tensor dropout_mask(const Shape& shape, double p, uint64_t seed, uint64_t offset, DType dtype, Device device);
 

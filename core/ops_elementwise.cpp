@@ -135,17 +135,27 @@ Tensor cast(const Tensor& x, DType dtype, double scale) {
   check_defined("cast", {"input", x});
   if (scale == 1) return x.to(dtype);
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
-  if (x.device().is_meta()) return out;
+  cast_(out, x, scale);
+  return out;
+}
+
+void cast_(Tensor& out, const Tensor& x, double scale) {
+  check_defined("cast_", {"out", out});
+  check_defined("cast_", {"input", x});
+  check_same_device("cast_", {{"out", out}, {"input", x}});
+  EMBER_CHECK(out.numel() == x.numel(), ShapeError, "cast_() expects out with as many elements as input, but got out ",
+              shape_str(out.shape()), " and input ", shape_str(x.shape()));
+  EMBER_CHECK(out.is_contiguous(), ValueError, "cast_(): out must be contiguous to be written in place");
+  if (x.device().is_meta()) return;
   Tensor xc = x.contiguous();
   visit_dtype(x.dtype(), [&](auto src_zero) {
-    visit_dtype(dtype, [&](auto dst_zero) {
+    visit_dtype(out.dtype(), [&](auto dst_zero) {
       using S = decltype(src_zero);
       using D = decltype(dst_zero);
       if (x.device().is_cpu()) k::cpu::cast<S, D>(xc.data<S>(), out.data<D>(), x.numel(), scale);
       else EMBER_CUDA_CALL(k::cuda::cast<S, D>(xc.data<S>(), out.data<D>(), x.numel(), scale, detail::stream_of(x.device())));
     });
   });
-  return out;
 }
 
 Tensor dropout_mask(const Shape& shape, double p, uint64_t seed, uint64_t offset, DType dtype, Device device) {
