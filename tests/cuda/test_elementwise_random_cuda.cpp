@@ -10,33 +10,17 @@
 #include "kernels/elementwise.h"
 #include "kernels/random.h"
 #include "support/compare.h"
+#include "support/data.h"
+#include "support/device_array.h"
 
 using namespace ember;
 namespace kc = ember::kernels::cpu;
 namespace kg = ember::kernels::cuda;
 
+using ember::test::DeviceArray;
+using ember::test::nans;
+
 namespace {
-
-// A device array filled from (and read back into) a host vector.
-template <typename T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  int64_t n = 0;
-  explicit DeviceArray(const std::vector<T>& host) : n(int64_t(host.size())) {
-    CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, host.size()) * sizeof(T)));
-    CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-  std::vector<T> host() const {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> out(n);
-    CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-};
-
-template <typename T>
-std::vector<T> nans(int64_t n) { return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN()); }
 
 template <typename T>
 std::vector<T> ramp(int64_t n, double a, double b) {

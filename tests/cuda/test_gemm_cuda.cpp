@@ -15,31 +15,16 @@
 #include "core/cuda_check.h"
 #include "kernels/gemm.h"
 #include "support/compare.h"
+#include "support/data.h"
+#include "support/device_array.h"
 
 namespace {
 
+using ember::test::DeviceArray;
+using ember::test::random_values;
 using ember::kernels::Epilogue;
 namespace kc = ember::kernels::cpu;
 namespace kg = ember::kernels::cuda;
-
-template <typename T>
-struct DeviceArray {
-  T *ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(const std::vector<T> &host) : n(host.size()) {
-    CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)));
-    CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray &) = delete;
-  DeviceArray &operator=(const DeviceArray &) = delete;
-  ~DeviceArray() { cudaFree(ptr); }
-  std::vector<T> host() const {
-    CUDA_CHECK(cudaDeviceSynchronize());  // surfaces asynchronous kernel faults here
-    std::vector<T> out(n);
-    CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-};
 
 struct Stream {
   cudaStream_t s = nullptr;
@@ -48,21 +33,6 @@ struct Stream {
   Stream &operator=(const Stream &) = delete;
   ~Stream() { cudaStreamDestroy(s); }
 };
-
-template <typename T>
-std::vector<T> random_values(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-1, 1);
-  std::vector<T> v(n);
-  for (auto &e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
-
-template <typename T>
-ember::test::Tolerance tolerance(int64_t K) {
-  if constexpr (std::is_same_v<T, float>) return ember::test::gemm_f32(K);
-  return ember::test::kF64;
-}
 
 // Which tiling cuda::gemm picks (mirrors its heuristic), only for the failure report.
 const char *tiling_for(bool is_float, int64_t M, int64_t N) {
@@ -94,10 +64,10 @@ void check_case(const Case &c, uint32_t seed = 7) {
   const int64_t lda = std::max<int64_t>(1, a_cols) + c.pad, ldb = std::max<int64_t>(1, b_cols) + c.pad;
   const int64_t ldc = std::max<int64_t>(1, c.N) + c.pad;
   const auto off = static_cast<size_t>(c.offset);
-  auto A = random_values<T>(off + static_cast<size_t>(a_rows * lda), seed);
-  auto B = random_values<T>(off + static_cast<size_t>(b_rows * ldb), seed + 1);
-  auto bias = random_values<T>(off + static_cast<size_t>(c.N), seed + 2);
-  auto C = random_values<T>(off + static_cast<size_t>(c.M * ldc + kGuard), seed + 3);
+  auto A = random_values<T>(off + static_cast<size_t>(a_rows * lda), seed, -1, 1);
+  auto B = random_values<T>(off + static_cast<size_t>(b_rows * ldb), seed + 1, -1, 1);
+  auto bias = random_values<T>(off + static_cast<size_t>(c.N), seed + 2, -1, 1);
+  auto C = random_values<T>(off + static_cast<size_t>(c.M * ldc + kGuard), seed + 3, -1, 1);
   const T nan = std::numeric_limits<T>::quiet_NaN();
   for (size_t i = 0; i < C.size(); ++i) {
     const bool inside = i >= off && i < off + static_cast<size_t>(c.M * ldc) &&
@@ -122,7 +92,7 @@ void check_case(const Case &c, uint32_t seed = 7) {
                   << " alpha=" << c.alpha << " beta=" << c.beta << " epilogue=" << static_cast<int>(c.epilogue)
                   << " pad=" << c.pad << " offset=" << c.offset << " tiling="
                   << tiling_for(std::is_same_v<T, float>, c.M, c.N));
-  const auto tol = tolerance<T>(c.K);
+  const auto tol = ember::test::gemm_tolerance<T>(c.K);
   {
     INFO("cuda::gemm vs cpu::gemm");
     REQUIRE_CLOSE(ours, expected, tol);
@@ -239,7 +209,7 @@ TEST_CASE("cuda gemm: M == 0 or N == 0 launches nothing and writes nothing", "[c
 
 TEST_CASE("cuda gemm on the legacy default stream", "[cuda]") {
   const int64_t M = 45, N = 67, K = 23;
-  auto A = random_values<float>(M * K, 1), B = random_values<float>(K * N, 2), bias = random_values<float>(N, 3);
+  auto A = random_values<float>(M * K, 1, -1, 1), B = random_values<float>(K * N, 2, -1, 1), bias = random_values<float>(N, 3, -1, 1);
   std::vector<float> expected(M * N);
   kc::gemm<float>(false, false, M, N, K, 1, A.data(), K, B.data(), N, 0, expected.data(), N, bias.data(),
                   Epilogue::Bias);
@@ -260,7 +230,7 @@ TEST_CASE("cuda gemm_cublas from several threads, each on its own stream", "[cud
       try {
         int device = 0;
         CUDA_CHECK(cudaGetDevice(&device));
-        auto A = random_values<float>(M * K, 10 + t), B = random_values<float>(K * N, 20 + t);
+        auto A = random_values<float>(M * K, 10 + t, -1, 1), B = random_values<float>(K * N, 20 + t, -1, 1);
         expected[t].assign(M * N, 0);
         kc::gemm<float>(false, false, M, N, K, 1, A.data(), K, B.data(), N, 0, expected[t].data(), N, nullptr,
                         Epilogue::None);

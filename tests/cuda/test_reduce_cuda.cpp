@@ -14,47 +14,17 @@
 #include "core/cuda_check.h"
 #include "kernels/reduce.h"
 #include "support/compare.h"
+#include "support/data.h"
+#include "support/device_array.h"
 
 namespace kc = ember::kernels::cpu;
 namespace kg = ember::kernels::cuda;
 
+using ember::test::DeviceArray;
+using ember::test::nans;
+using ember::test::random_values;
+
 namespace {
-
-// A device array filled from (and read back into) a host vector.
-template <typename T> struct DeviceArray {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
-    CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)));
-    if (n > 0) CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr); }
-  std::vector<T> host() const {
-    CUDA_CHECK(cudaDeviceSynchronize());  // surfaces asynchronous kernel faults here
-    std::vector<T> out(n);
-    if (n > 0) CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-};
-
-template <typename T> std::vector<T> random_values(int64_t n, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
-
-template <typename T> std::vector<T> nans(int64_t n) {
-  return std::vector<T>(static_cast<size_t>(n), std::numeric_limits<T>::quiet_NaN());
-}
-
-template <typename T> ember::test::Tolerance tol() {
-  if constexpr (std::is_same_v<T, float>) return ember::test::kF32Reduce;
-  else return ember::test::kF64;
-}
 
 using Shape = std::pair<int64_t, int64_t>;
 const std::vector<Shape> kShapes = {{1, 1},    {1, 33},    {33, 1},   {7, 10},    {3, 31},      {5, 32},
@@ -79,7 +49,7 @@ TEMPLATE_TEST_CASE("CUDA sum and mean equal the CPU twin", "[cuda]", float, doub
       kc::sum(x.data(), n, scale, want.data());
       DeviceArray<T> out(nans<T>(1));
       kg::sum(dx.ptr, n, scale, out.ptr, ws.ptr, nullptr);
-      REQUIRE_CLOSE(out.host(), want, tol<T>());
+      REQUIRE_CLOSE(out.host(), want, ember::test::reduce_tolerance<T>());
     }
   }
 }
@@ -110,21 +80,21 @@ TEMPLATE_TEST_CASE("CUDA sum_rows equals the CPU twin for beta 0 and 1", "[cuda]
   using T = TestType;
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
-    auto x = random_values<T>(rows * cols, 4u);
+    auto x = random_values<T>(rows * cols, 4u, -1, 1);
     DeviceArray<T> dx(x);
     // beta == 0: out starts as NaN and must not be read.
     std::vector<T> want(static_cast<size_t>(cols));
     kc::sum_rows(x.data(), rows, cols, T(0), want.data());
     DeviceArray<T> out(nans<T>(cols));
     kg::sum_rows(dx.ptr, rows, cols, T(0), out.ptr, nullptr);
-    REQUIRE_CLOSE(out.host(), want, tol<T>());
+    REQUIRE_CLOSE(out.host(), want, ember::test::reduce_tolerance<T>());
     // beta == 1: accumulate into existing gradients.
-    auto prior = random_values<T>(cols, 5u);
+    auto prior = random_values<T>(cols, 5u, -1, 1);
     std::vector<T> want_acc(prior);
     kc::sum_rows(x.data(), rows, cols, T(1), want_acc.data());
     DeviceArray<T> out_acc(prior);
     kg::sum_rows(dx.ptr, rows, cols, T(1), out_acc.ptr, nullptr);
-    REQUIRE_CLOSE(out_acc.host(), want_acc, tol<T>());
+    REQUIRE_CLOSE(out_acc.host(), want_acc, ember::test::reduce_tolerance<T>());
   }
 }
 
@@ -133,7 +103,7 @@ TEMPLATE_TEST_CASE("CUDA argmax_rows equals the CPU twin, ties and NaN included"
   const T nan = std::numeric_limits<T>::quiet_NaN();
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
-    auto x = random_values<T>(rows * cols, 6u);
+    auto x = random_values<T>(rows * cols, 6u, -1, 1);
     // Quantised values make ties common; a few rows get NaNs (sometimes two) to exercise NaN-is-max.
     for (auto& v : x) v = std::round(v * 4) / 4;
     for (int64_t r = 0; r < rows; r += 5) {
@@ -165,7 +135,7 @@ TEMPLATE_TEST_CASE("CUDA count_correct equals the CPU twin (int32 and int64 labe
   using L = TestType;
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
-    auto logits = random_values<float>(rows * cols, 8u);
+    auto logits = random_values<float>(rows * cols, 8u, -1, 1);
     std::vector<int64_t> pred(static_cast<size_t>(rows));
     kc::argmax_rows(logits.data(), rows, cols, pred.data());
     std::vector<L> labels(static_cast<size_t>(rows));

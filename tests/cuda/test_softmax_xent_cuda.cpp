@@ -14,46 +14,17 @@
 #include "core/cuda_check.h"
 #include "kernels/softmax_xent.h"
 #include "support/compare.h"
+#include "support/data.h"
+#include "support/device_array.h"
 
 namespace kc = ember::kernels::cpu;
 namespace kg = ember::kernels::cuda;
 
+using ember::test::DeviceArray;
+using ember::test::nans;
+using ember::test::random_values;
+
 namespace {
-
-template <typename T> struct DeviceArray {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
-    CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)));
-    if (n > 0) CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr); }
-  std::vector<T> host() const {
-    CUDA_CHECK(cudaDeviceSynchronize());  // surfaces asynchronous kernel faults here
-    std::vector<T> out(n);
-    if (n > 0) CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-};
-
-template <typename T> std::vector<T> random_values(int64_t n, unsigned seed, double lo = -4, double hi = 4) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
-
-template <typename T> std::vector<T> nans(int64_t n) {
-  return std::vector<T>(static_cast<size_t>(n), std::numeric_limits<T>::quiet_NaN());
-}
-
-template <typename T> ember::test::Tolerance tol() {
-  if constexpr (std::is_same_v<T, float>) return ember::test::kF32Reduce;
-  else return ember::test::kF64;
-}
 
 // Every warp-kernel shape class (group widths 1..32, 1..32 registers per lane), the 1024/1025
 // switch to the block-per-row kernel, and the large cases.
@@ -75,18 +46,18 @@ TEMPLATE_TEST_CASE("CUDA softmax and log_softmax equal the CPU twin", "[cuda]", 
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
     const int64_t n = rows * cols;
-    auto x = random_values<T>(n, 31u);
+    auto x = random_values<T>(n, 31u, -4, 4);
     DeviceArray<T> dx(x);
     std::vector<T> want(static_cast<size_t>(n));
     kc::softmax(x.data(), want.data(), rows, cols);
     DeviceArray<T> y(nans<T>(n));
     kg::softmax(dx.ptr, y.ptr, rows, cols, nullptr);
-    REQUIRE_CLOSE(y.host(), want, tol<T>());
+    REQUIRE_CLOSE(y.host(), want, ember::test::reduce_tolerance<T>());
 
     kc::log_softmax(x.data(), want.data(), rows, cols);
     DeviceArray<T> ly(nans<T>(n));
     kg::log_softmax(dx.ptr, ly.ptr, rows, cols, nullptr);
-    REQUIRE_CLOSE(ly.host(), want, tol<T>());
+    REQUIRE_CLOSE(ly.host(), want, ember::test::reduce_tolerance<T>());
   }
 }
 
@@ -95,7 +66,7 @@ TEMPLATE_TEST_CASE("CUDA softmax and log_softmax backward equal the CPU twin", "
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
     const int64_t n = rows * cols;
-    auto x = random_values<T>(n, 32u);
+    auto x = random_values<T>(n, 32u, -4, 4);
     auto dy = random_values<T>(n, 33u, -1, 1);
     std::vector<T> y(static_cast<size_t>(n)), ly(static_cast<size_t>(n)), want(static_cast<size_t>(n));
     kc::softmax(x.data(), y.data(), rows, cols);
@@ -105,12 +76,12 @@ TEMPLATE_TEST_CASE("CUDA softmax and log_softmax backward equal the CPU twin", "
     kc::softmax_backward(y.data(), dy.data(), want.data(), rows, cols);
     DeviceArray<T> dx(nans<T>(n));
     kg::softmax_backward(y_d.ptr, dy_d.ptr, dx.ptr, rows, cols, nullptr);
-    REQUIRE_CLOSE(dx.host(), want, tol<T>());
+    REQUIRE_CLOSE(dx.host(), want, ember::test::reduce_tolerance<T>());
 
     kc::log_softmax_backward(ly.data(), dy.data(), want.data(), rows, cols);
     DeviceArray<T> ldx(nans<T>(n));
     kg::log_softmax_backward(ly_d.ptr, dy_d.ptr, ldx.ptr, rows, cols, nullptr);
-    REQUIRE_CLOSE(ldx.host(), want, tol<T>());
+    REQUIRE_CLOSE(ldx.host(), want, ember::test::reduce_tolerance<T>());
   }
 }
 
@@ -119,7 +90,7 @@ TEMPLATE_TEST_CASE("CUDA softmax_xent forward and backward equal the CPU twin", 
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
     const int64_t n = rows * cols;
-    auto x = random_values<T>(n, 34u);
+    auto x = random_values<T>(n, 34u, -4, 4);
     // Some rows at +-1e4: the max shift must keep them finite.
     for (int64_t r = 0; r < rows; r += 3)
       for (int64_t c = 0; c < cols; ++c) x[r * cols + c] *= T(2500);
@@ -145,9 +116,9 @@ TEMPLATE_TEST_CASE("CUDA softmax_xent forward and backward equal the CPU twin", 
         kg::softmax_xent_forward(dx.ptr, dl32.ptr, probs.ptr, loss.ptr, rows, cols, bad_row.ptr, nullptr);
         kg::softmax_xent_backward(probs.ptr, dl32.ptr, scale, grad.ptr, rows, cols, nullptr);
       }
-      REQUIRE_CLOSE(probs.host(), want_probs, tol<T>());
-      REQUIRE_CLOSE(loss.host(), want_loss, tol<T>());
-      REQUIRE_CLOSE(grad.host(), want_grad, tol<T>());
+      REQUIRE_CLOSE(probs.host(), want_probs, ember::test::reduce_tolerance<T>());
+      REQUIRE_CLOSE(loss.host(), want_loss, ember::test::reduce_tolerance<T>());
+      REQUIRE_CLOSE(grad.host(), want_grad, ember::test::reduce_tolerance<T>());
       REQUIRE(bad_row.host()[0] == -1);
     }
   }
@@ -160,7 +131,7 @@ TEMPLATE_TEST_CASE("CUDA softmax_xent flags bad labels with NaN loss and the fir
   for (int64_t cols : {int64_t(10), int64_t(3000)}) {
     CAPTURE(cols);
     const int64_t rows = 40;
-    auto x = random_values<float>(rows * cols, 35u);
+    auto x = random_values<float>(rows * cols, 35u, -4, 4);
     auto labels = make_labels<L>(rows, cols);
     std::vector<float> want_probs(static_cast<size_t>(rows * cols)), want_loss(static_cast<size_t>(rows));
     kc::softmax_xent_forward(x.data(), labels.data(), want_probs.data(), want_loss.data(), rows, cols);

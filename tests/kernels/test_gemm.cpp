@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "kernels/gemm.h"
 #include "support/compare.h"
+#include "support/data.h"
 
 #if EMBER_HAS_CUDA
 #include "core/device.h"
@@ -22,21 +23,6 @@ namespace {
 
 using ember::kernels::Epilogue;
 namespace cpu = ember::kernels::cpu;
-
-template <typename T>
-std::vector<T> random_vector(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<T> v(n);
-  for (auto &x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
-
-template <typename T>
-ember::test::Tolerance tolerance(int64_t K) {
-  if constexpr (std::is_same_v<T, float>) return ember::test::gemm_f32(K);
-  return ember::test::kF64;
-}
 
 struct Problem {
   bool trans_a = false, trans_b = false;
@@ -54,10 +40,10 @@ void check_against_reference(const Problem &p, uint32_t seed = 1) {
   const int64_t b_rows = p.trans_b ? p.N : p.K, b_cols = p.trans_b ? p.K : p.N;
   const int64_t lda = std::max<int64_t>(1, a_cols) + p.pad, ldb = std::max<int64_t>(1, b_cols) + p.pad;
   const int64_t ldc = std::max<int64_t>(1, p.N) + p.pad;
-  auto A = random_vector<T>(static_cast<size_t>(a_rows * lda), seed);
-  auto B = random_vector<T>(static_cast<size_t>(b_rows * ldb), seed + 1);
-  auto bias = random_vector<T>(static_cast<size_t>(p.N), seed + 2);
-  auto C = random_vector<T>(static_cast<size_t>(p.M * ldc), seed + 3);
+  auto A = ember::test::random_values<T>(static_cast<size_t>(a_rows * lda), seed, -1, 1);
+  auto B = ember::test::random_values<T>(static_cast<size_t>(b_rows * ldb), seed + 1, -1, 1);
+  auto bias = ember::test::random_values<T>(static_cast<size_t>(p.N), seed + 2, -1, 1);
+  auto C = ember::test::random_values<T>(static_cast<size_t>(p.M * ldc), seed + 3, -1, 1);
   const T nan = std::numeric_limits<T>::quiet_NaN();
   for (int64_t i = 0; i < p.M; ++i)
     for (int64_t j = 0; j < ldc; ++j)
@@ -71,7 +57,7 @@ void check_against_reference(const Problem &p, uint32_t seed = 1) {
   INFO("trans_a=" << p.trans_a << " trans_b=" << p.trans_b << " M=" << p.M << " N=" << p.N << " K=" << p.K
                   << " alpha=" << p.alpha << " beta=" << p.beta << " epilogue=" << static_cast<int>(p.epilogue)
                   << " pad=" << p.pad);
-  REQUIRE_CLOSE(C, expected, tolerance<T>(p.K));
+  REQUIRE_CLOSE(C, expected, ember::test::gemm_tolerance<T>(p.K));
 }
 
 // Stores the row-major (rows, cols) matrix m transposed, as (cols, rows).

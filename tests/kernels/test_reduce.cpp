@@ -11,25 +11,15 @@
 
 #include "kernels/reduce.h"
 #include "support/compare.h"
+#include "support/data.h"
 
 namespace k = ember::kernels;
 using ember::test::kF32Reduce;
 using ember::test::kF64;
 
+using ember::test::random_values;
+
 namespace {
-
-template <typename T> std::vector<T> random_values(int64_t n, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
-
-template <typename T> ember::test::Tolerance reduce_tol() {
-  if constexpr (std::is_same_v<T, float>) return kF32Reduce;
-  else return kF64;
-}
 
 }  // namespace
 
@@ -41,11 +31,11 @@ TEMPLATE_TEST_CASE("cpu sum and mean match a float64 loop", "[kernels]", float, 
     for (auto v : x) ref += static_cast<double>(v);
     std::vector<TestType> out(1, std::numeric_limits<TestType>::quiet_NaN());
     k::cpu::sum(x.data(), n, TestType(1), out.data());
-    REQUIRE_CLOSE(out, std::vector<double>{ref}, reduce_tol<TestType>());
+    REQUIRE_CLOSE(out, std::vector<double>{ref}, ember::test::reduce_tolerance<TestType>());
     const auto scale = static_cast<TestType>(1.0 / static_cast<double>(n));
     out[0] = std::numeric_limits<TestType>::quiet_NaN();
     k::cpu::sum(x.data(), n, scale, out.data());
-    REQUIRE_CLOSE(out, std::vector<double>{ref * static_cast<double>(scale)}, reduce_tol<TestType>());
+    REQUIRE_CLOSE(out, std::vector<double>{ref * static_cast<double>(scale)}, ember::test::reduce_tolerance<TestType>());
   }
 }
 
@@ -67,7 +57,7 @@ TEMPLATE_TEST_CASE("cpu sum_rows matches a loop for beta 0 and 1", "[kernels]", 
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {1, 7}, {5, 1}, {3, 33}, {257, 300}, {64, 1000}};
   for (auto [rows, cols] : shapes) {
     CAPTURE(rows, cols);
-    auto x = random_values<TestType>(rows * cols, 7u);
+    auto x = random_values<TestType>(rows * cols, 7u, -1, 1);
     std::vector<double> ref(static_cast<size_t>(cols), 0.0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) ref[c] += static_cast<double>(x[r * cols + c]);
@@ -75,14 +65,14 @@ TEMPLATE_TEST_CASE("cpu sum_rows matches a loop for beta 0 and 1", "[kernels]", 
     // beta == 0 must not read out: a NaN there would otherwise poison the result.
     std::vector<TestType> out(static_cast<size_t>(cols), std::numeric_limits<TestType>::quiet_NaN());
     k::cpu::sum_rows(x.data(), rows, cols, TestType(0), out.data());
-    REQUIRE_CLOSE(out, ref, reduce_tol<TestType>());
+    REQUIRE_CLOSE(out, ref, ember::test::reduce_tolerance<TestType>());
 
-    auto prior = random_values<TestType>(cols, 9u);
+    auto prior = random_values<TestType>(cols, 9u, -1, 1);
     out = prior;
     k::cpu::sum_rows(x.data(), rows, cols, TestType(1), out.data());
     std::vector<double> ref_acc(ref);
     for (int64_t c = 0; c < cols; ++c) ref_acc[c] += static_cast<double>(prior[c]);
-    REQUIRE_CLOSE(out, ref_acc, reduce_tol<TestType>());
+    REQUIRE_CLOSE(out, ref_acc, ember::test::reduce_tolerance<TestType>());
   }
 }
 
@@ -110,7 +100,7 @@ TEMPLATE_TEST_CASE("cpu argmax_rows: first max on ties, NaN is largest", "[kerne
 
 TEMPLATE_TEST_CASE("cpu argmax_rows matches a loop on random rows", "[kernels]", float, double) {
   const int64_t rows = 100, cols = 37;
-  auto x = random_values<TestType>(rows * cols, 3u);
+  auto x = random_values<TestType>(rows * cols, 3u, -1, 1);
   std::vector<int64_t> out(rows, -1), ref(rows);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t best = 0;
@@ -124,7 +114,7 @@ TEMPLATE_TEST_CASE("cpu argmax_rows matches a loop on random rows", "[kernels]",
 
 TEMPLATE_TEST_CASE("cpu count_correct with int32 and int64 labels", "[kernels]", int32_t, int64_t) {
   const int64_t rows = 50, cols = 10;
-  auto logits = random_values<float>(rows * cols, 11u);
+  auto logits = random_values<float>(rows * cols, 11u, -1, 1);
   std::vector<int64_t> pred(rows);
   k::cpu::argmax_rows(logits.data(), rows, cols, pred.data());
   // Every third row gets a wrong label, so the count is known: rows - ceil(rows / 3).

@@ -13,26 +13,16 @@
 #include "core/error.h"
 #include "kernels/softmax_xent.h"
 #include "support/compare.h"
+#include "support/data.h"
 #include "support/gradcheck.h"
 
 namespace k = ember::kernels;
 using ember::test::kF32Reduce;
 using ember::test::kF64;
 
+using ember::test::random_values;
+
 namespace {
-
-template <typename T> std::vector<T> random_values(int64_t n, unsigned seed, double lo = -3, double hi = 3) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
-}
-
-template <typename T> ember::test::Tolerance tol() {
-  if constexpr (std::is_same_v<T, float>) return kF32Reduce;
-  else return kF64;
-}
 
 template <typename T> std::vector<T> nans(int64_t n) {
   return std::vector<T>(static_cast<size_t>(n), std::numeric_limits<T>::quiet_NaN());
@@ -79,22 +69,22 @@ const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 1}, {4, 1}, {3, 10
 TEMPLATE_TEST_CASE("cpu softmax and log_softmax match float64", "[kernels]", float, double) {
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
-    auto x = random_values<TestType>(rows * cols, 5u);
+    auto x = random_values<TestType>(rows * cols, 5u, -3, 3);
     auto y = nans<TestType>(rows * cols);
     k::cpu::softmax(x.data(), y.data(), rows, cols);
-    REQUIRE_CLOSE(y, ref_softmax(x, rows, cols), tol<TestType>());
+    REQUIRE_CLOSE(y, ref_softmax(x, rows, cols), ember::test::reduce_tolerance<TestType>());
     require_rows_sum_to(y, rows, cols, 1.0, 1e-5);
 
     auto ly = nans<TestType>(rows * cols);
     k::cpu::log_softmax(x.data(), ly.data(), rows, cols);
-    REQUIRE_CLOSE(ly, ref_log_softmax(x, rows, cols), tol<TestType>());
+    REQUIRE_CLOSE(ly, ref_log_softmax(x, rows, cols), ember::test::reduce_tolerance<TestType>());
   }
 }
 
 TEMPLATE_TEST_CASE("cpu softmax backward formulas match float64", "[kernels]", float, double) {
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
-    auto x = random_values<TestType>(rows * cols, 6u);
+    auto x = random_values<TestType>(rows * cols, 6u, -3, 3);
     auto dy = random_values<TestType>(rows * cols, 8u, -1, 1);
     auto y = nans<TestType>(rows * cols), ly = nans<TestType>(rows * cols);
     k::cpu::softmax(x.data(), y.data(), rows, cols);
@@ -115,17 +105,17 @@ TEMPLATE_TEST_CASE("cpu softmax backward formulas match float64", "[kernels]", f
     }
     auto dx = nans<TestType>(rows * cols);
     k::cpu::softmax_backward(y.data(), dy.data(), dx.data(), rows, cols);
-    REQUIRE_CLOSE(dx, ref, tol<TestType>());
+    REQUIRE_CLOSE(dx, ref, ember::test::reduce_tolerance<TestType>());
     auto ldx = nans<TestType>(rows * cols);
     k::cpu::log_softmax_backward(ly.data(), dy.data(), ldx.data(), rows, cols);
-    REQUIRE_CLOSE(ldx, lref, tol<TestType>());
+    REQUIRE_CLOSE(ldx, lref, ember::test::reduce_tolerance<TestType>());
   }
 }
 
 TEMPLATE_TEST_CASE("cpu softmax_xent matches a float64 logsumexp reference", "[kernels]", float, double) {
   for (auto [rows, cols] : kShapes) {
     CAPTURE(rows, cols);
-    auto x = random_values<TestType>(rows * cols, 12u);
+    auto x = random_values<TestType>(rows * cols, 12u, -3, 3);
     std::vector<int32_t> labels32(static_cast<size_t>(rows));
     std::vector<int64_t> labels64(static_cast<size_t>(rows));
     std::vector<double> ref_loss(static_cast<size_t>(rows));
@@ -136,8 +126,8 @@ TEMPLATE_TEST_CASE("cpu softmax_xent matches a float64 logsumexp reference", "[k
     }
     auto probs = nans<TestType>(rows * cols), loss = nans<TestType>(rows);
     k::cpu::softmax_xent_forward(x.data(), labels64.data(), probs.data(), loss.data(), rows, cols);
-    REQUIRE_CLOSE(probs, ref_softmax(x, rows, cols), tol<TestType>());
-    REQUIRE_CLOSE(loss, ref_loss, tol<TestType>());
+    REQUIRE_CLOSE(probs, ref_softmax(x, rows, cols), ember::test::reduce_tolerance<TestType>());
+    REQUIRE_CLOSE(loss, ref_loss, ember::test::reduce_tolerance<TestType>());
 
     auto probs32 = nans<TestType>(rows * cols), loss32 = nans<TestType>(rows);
     k::cpu::softmax_xent_forward(x.data(), labels32.data(), probs32.data(), loss32.data(), rows, cols);
@@ -150,7 +140,7 @@ TEMPLATE_TEST_CASE("cpu softmax_xent matches a float64 logsumexp reference", "[k
     for (int64_t r = 0; r < rows; ++r) ref_grad[r * cols + labels64[r]] -= 0.25;
     auto grad = nans<TestType>(rows * cols);
     k::cpu::softmax_xent_backward(probs.data(), labels32.data(), scale, grad.data(), rows, cols);
-    REQUIRE_CLOSE(grad, ref_grad, tol<TestType>());
+    REQUIRE_CLOSE(grad, ref_grad, ember::test::reduce_tolerance<TestType>());
     require_rows_sum_to(grad, rows, cols, 0.0, 1e-6);
   }
 }
@@ -163,13 +153,13 @@ TEMPLATE_TEST_CASE("cpu softmax_xent edge cases stay finite", "[kernels]", float
     const std::vector<int64_t> labels = {1, 3};
     auto probs = nans<TestType>(8), loss = nans<TestType>(2);
     k::cpu::softmax_xent_forward(x.data(), labels.data(), probs.data(), loss.data(), 2, 4);
-    REQUIRE_CLOSE(probs, ref_softmax(x, 2, 4), tol<TestType>());
+    REQUIRE_CLOSE(probs, ref_softmax(x, 2, 4), ember::test::reduce_tolerance<TestType>());
     const std::vector<double> ref_loss = {ref_logsumexp(x, 0, 4) + 1e4, ref_logsumexp(x, 1, 4) - (-1e4 + 2)};
     REQUIRE(ref_loss[0] == Approx(2e4 + std::log1p(std::exp(-1.0))).epsilon(1e-12));
-    REQUIRE_CLOSE(loss, ref_loss, tol<TestType>());
+    REQUIRE_CLOSE(loss, ref_loss, ember::test::reduce_tolerance<TestType>());
     auto ly = nans<TestType>(8);
     k::cpu::log_softmax(x.data(), ly.data(), 2, 4);
-    REQUIRE_CLOSE(ly, ref_log_softmax(x, 2, 4), tol<TestType>());
+    REQUIRE_CLOSE(ly, ref_log_softmax(x, 2, 4), ember::test::reduce_tolerance<TestType>());
     auto grad = nans<TestType>(8);
     k::cpu::softmax_xent_backward(probs.data(), labels.data(), TestType(1), grad.data(), 2, 4);
     require_rows_sum_to(grad, 2, 4, 0.0, 1e-6);
@@ -180,8 +170,8 @@ TEMPLATE_TEST_CASE("cpu softmax_xent edge cases stay finite", "[kernels]", float
     const std::vector<int32_t> labels = {0, 9, 4};
     auto probs = nans<TestType>(rows * cols), loss = nans<TestType>(rows);
     k::cpu::softmax_xent_forward(x.data(), labels.data(), probs.data(), loss.data(), rows, cols);
-    REQUIRE_CLOSE(probs, std::vector<double>(rows * cols, 0.1), tol<TestType>());
-    REQUIRE_CLOSE(loss, std::vector<double>(rows, std::log(10.0)), tol<TestType>());
+    REQUIRE_CLOSE(probs, std::vector<double>(rows * cols, 0.1), ember::test::reduce_tolerance<TestType>());
+    REQUIRE_CLOSE(loss, std::vector<double>(rows, std::log(10.0)), ember::test::reduce_tolerance<TestType>());
     auto grad = nans<TestType>(rows * cols);
     k::cpu::softmax_xent_backward(probs.data(), labels.data(), TestType(1) / rows, grad.data(), rows, cols);
     require_rows_sum_to(grad, rows, cols, 0.0, 1e-6);
@@ -191,8 +181,8 @@ TEMPLATE_TEST_CASE("cpu softmax_xent edge cases stay finite", "[kernels]", float
     const std::vector<int64_t> labels = {0, 0, 0};
     auto probs = nans<TestType>(3), loss = nans<TestType>(3), grad = nans<TestType>(3);
     k::cpu::softmax_xent_forward(x.data(), labels.data(), probs.data(), loss.data(), 3, 1);
-    REQUIRE_CLOSE(probs, std::vector<double>(3, 1.0), tol<TestType>());
-    REQUIRE_CLOSE(loss, std::vector<double>(3, 0.0), tol<TestType>());
+    REQUIRE_CLOSE(probs, std::vector<double>(3, 1.0), ember::test::reduce_tolerance<TestType>());
+    REQUIRE_CLOSE(loss, std::vector<double>(3, 0.0), ember::test::reduce_tolerance<TestType>());
     k::cpu::softmax_xent_backward(probs.data(), labels.data(), TestType(1), grad.data(), 3, 1);
     require_rows_sum_to(grad, 3, 1, 0.0, 1e-6);
   }
@@ -200,7 +190,7 @@ TEMPLATE_TEST_CASE("cpu softmax_xent edge cases stay finite", "[kernels]", float
 
 TEMPLATE_TEST_CASE("cpu softmax_xent rejects out-of-range labels naming the row", "[kernels]", int32_t, int64_t) {
   const int64_t rows = 5, cols = 10;
-  auto x = random_values<float>(rows * cols, 2u);
+  auto x = random_values<float>(rows * cols, 2u, -3, 3);
   std::vector<TestType> labels = {1, 2, 3, 12, 4};
   auto probs = nans<float>(rows * cols), loss = nans<float>(rows);
   CHECK_THROWS_AS(k::cpu::softmax_xent_forward(x.data(), labels.data(), probs.data(), loss.data(), rows, cols),
