@@ -49,12 +49,7 @@ test-sanitize: deps
 
 # Trains on Fashion-MNIST on the best device (extra flags: make train TRAIN_ARGS="--epochs 5").
 train: build
-	@if ./$(BUILD)/apps/ember train --help >/dev/null 2>&1; then \
-	  ./$(BUILD)/apps/ember train $(TRAIN_ARGS); \
-	else \
-	  echo "ember: the trainer is not built yet; running the device-placement demo instead"; \
-	  ./$(BUILD)/apps/ember demo; \
-	fi
+	./$(BUILD)/apps/ember train $(TRAIN_ARGS)
 
 demo: build
 	./$(BUILD)/apps/ember demo

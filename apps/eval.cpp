@@ -117,7 +117,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
 void add_eval_command(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set");
   sub->option_defaults()->always_capture_default();
-  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::kDefaultFashionMnistDir);
+  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::default_fashion_mnist_dir());
   auto device = std::make_shared<std::string>("auto");
   auto json = std::make_shared<bool>(false);
   sub->add_option("--checkpoint", *checkpoint, "model.safetensors (ember's or PyTorch's)")->required();
@@ -130,7 +130,7 @@ void add_eval_command(CLI::App& app) {
 void add_predict_command(CLI::App& app) {
   auto* sub = app.add_subcommand("predict", "Classify one image: a test-set index or a 28x28 PGM file");
   sub->option_defaults()->always_capture_default();
-  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::kDefaultFashionMnistDir);
+  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::default_fashion_mnist_dir());
   auto device = std::make_shared<std::string>("auto"), pgm = std::make_shared<std::string>();
   auto index = std::make_shared<int64_t>(-1);
   sub->add_option("--checkpoint", *checkpoint, "model.safetensors")->required();

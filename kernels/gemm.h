@@ -32,6 +32,8 @@ namespace cuda {
 template <typename T> void gemm(EMBER_GEMM_ARGS, Stream stream);
 // cuBLAS (FP32 without TF32) with the same epilogue: the reference and a selectable backend.
 template <typename T> void gemm_cublas(EMBER_GEMM_ARGS, Stream stream);
+// Destroys the cached cuBLAS handles (they are created again on next use); for leak checks at exit.
+void release_cublas_handles();
 }  // namespace cuda
 
 namespace detail {

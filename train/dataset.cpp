@@ -1,6 +1,8 @@
 // Fashion-MNIST loading: locate the four IDX files, read and cross-check them, apply --limit.
 #include "train/dataset.h"
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <system_error>
 
@@ -8,6 +10,11 @@
 #include "train/idx.h"
 
 namespace ember::train {
+
+std::string default_fashion_mnist_dir() {
+  const char* env = std::getenv("EMBER_FASHION_MNIST_DIR");
+  return env != nullptr && *env != '\0' ? env : kDebianFashionMnistDir;
+}
 
 namespace fs = std::filesystem;
 using detail::concat;

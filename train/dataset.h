@@ -10,7 +10,9 @@
 namespace ember::train {
 
 // Where Debian's dataset-fashion-mnist package installs the four IDX files.
-inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+inline constexpr const char* kDebianFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// $EMBER_FASHION_MNIST_DIR when set (a staged copy, e.g. on the GPU check machine), else Debian's.
+std::string default_fashion_mnist_dir();
 inline constexpr int64_t kFashionMnistClasses = 10;
 // Class names in label order (Zalando's).
 extern const std::array<const char*, 10> kFashionMnistClassNames;
@@ -35,7 +37,7 @@ const char* split_name(Split split);  // "train", "test"
 // t10k) from `dir`, the .gz file first when both exist. Checks 28x28 images, labels 0..9 and equal
 // counts; `limit` > 0 keeps the first `limit` samples, < 0 keeps all (0 is a ValueError).
 // A missing directory or file is an IoError that names the path and the Debian package.
-Dataset load_fashion_mnist(const std::string& dir = kDefaultFashionMnistDir, Split split = Split::Train,
+Dataset load_fashion_mnist(const std::string& dir = default_fashion_mnist_dir(), Split split = Split::Train,
                            int64_t limit = -1);
 
 }  // namespace ember::train

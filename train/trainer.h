@@ -15,7 +15,7 @@
 namespace ember::train {
 
 struct TrainConfig {
-  std::string data_dir = kDefaultFashionMnistDir;
+  std::string data_dir = default_fashion_mnist_dir();
   Device device = Device::cpu();
   int64_t epochs = 20;
   int64_t batch_size = 128;

@@ -61,10 +61,15 @@ struct DeviceHandle {
 
 // Created on first use and never destroyed: cublasDestroy in a static destructor can run after the CUDA runtime
 // has torn down its context at exit. A failed cublasCreate throws and leaves the slot empty for a later retry.
+std::mutex table_mutex;
+std::vector<std::unique_ptr<DeviceHandle>> &handle_table() {
+  static auto *table = new std::vector<std::unique_ptr<DeviceHandle>>();  // outlives static destructors
+  return *table;
+}
+
 DeviceHandle &handle_for(int device) {
-  static std::mutex table_mutex;
-  static std::vector<std::unique_ptr<DeviceHandle>> table;
   std::lock_guard<std::mutex> lock(table_mutex);
+  auto &table = handle_table();
   if (table.size() <= static_cast<size_t>(device)) table.resize(static_cast<size_t>(device) + 1);
   std::unique_ptr<DeviceHandle> &slot = table[static_cast<size_t>(device)];
   if (!slot) {
@@ -80,6 +85,16 @@ DeviceHandle &handle_for(int device) {
 }
 
 }  // namespace
+
+void release_cublas_handles() {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  for (auto &slot : handle_table()) {
+    if (!slot) continue;
+    std::lock_guard<std::mutex> handle_lock(slot->mutex);
+    cublasDestroy(slot->handle);
+    slot.reset();
+  }
+}
 
 template <typename T>
 void gemm_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda,

@@ -2,8 +2,6 @@
 // predict, exact resume, and one clear line with the right exit code for each kind of bad input.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,33 +9,23 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/run_ember.h"
+#include "train/dataset.h"
+
 namespace fs = std::filesystem;
+using ember::test::run_ember;
+using Run = ember::test::EmberRun;
 
 namespace {
-
-struct Run {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-Run ember(const std::string& args) {
-  std::string cmd = std::string(EMBER_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-bool have_dataset() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+bool have_dataset() {
+  return fs::exists(fs::path(ember::train::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz");
+}
 
 fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("ember-cli-" + name + "-" + std::to_string(getpid()));
@@ -54,7 +42,7 @@ TEST_CASE("ember train on 2000 samples writes checkpoints and metrics; eval and 
     return;
   }
   fs::path dir = fresh_dir("train");
-  Run r = ember("train --device cpu --limit 2000 --epochs 1 --out " + dir.string() + " --metrics-json " +
+  Run r = run_ember("train --device cpu --limit 2000 --epochs 1 --out " + dir.string() + " --metrics-json " +
                 (dir / "m.json").string());
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -75,7 +63,7 @@ TEST_CASE("ember train on 2000 samples writes checkpoints and metrics; eval and 
   double test_accuracy = m["epochs"][0]["test_accuracy"];
   CHECK(test_accuracy > 0.35);  // one warm-up epoch on 2000 samples; chance is 0.10
 
-  Run e = ember("eval --device cpu --json --checkpoint " + (dir / "model.safetensors").string());
+  Run e = run_ember("eval --device cpu --json --checkpoint " + (dir / "model.safetensors").string());
   INFO(e.output);
   REQUIRE(e.code == 0);
   auto j = nlohmann::json::parse(e.output);
@@ -87,23 +75,23 @@ TEST_CASE("ember train on 2000 samples writes checkpoints and metrics; eval and 
     for (const auto& v : row) total += v.get<int64_t>();
   CHECK(total == 10000);
 
-  Run text = ember("eval --device cpu --checkpoint " + (dir / "model.safetensors").string());
+  Run text = run_ember("eval --device cpu --checkpoint " + (dir / "model.safetensors").string());
   CHECK(text.code == 0);
   CHECK_THAT(text.output, Catch::Contains("confusion") && Catch::Contains("T-shirt/top"));
 
-  Run p = ember("predict --device cpu --index 0 --checkpoint " + (dir / "model.safetensors").string());
+  Run p = run_ember("predict --device cpu --index 0 --checkpoint " + (dir / "model.safetensors").string());
   INFO(p.output);
   CHECK(p.code == 0);
   CHECK_THAT(p.output, Catch::Contains("test image 0:") && Catch::Contains("true class: Ankle boot"));
 
   // A 28x28 PGM through predict.
   std::ofstream(dir / "img.pgm", std::ios::binary) << "P5\n# a comment\n28 28\n255\n" << std::string(784, '\x80');
-  Run pg = ember("predict --device cpu --pgm " + (dir / "img.pgm").string() + " --checkpoint " +
+  Run pg = run_ember("predict --device cpu --pgm " + (dir / "img.pgm").string() + " --checkpoint " +
                  (dir / "model.safetensors").string());
   INFO(pg.output);
   CHECK(pg.code == 0);
   std::ofstream(dir / "bad.pgm", std::ios::binary) << "P5\n27 28\n255\n" << std::string(756, 'a');
-  Run bad = ember("predict --device cpu --pgm " + (dir / "bad.pgm").string() + " --checkpoint " +
+  Run bad = run_ember("predict --device cpu --pgm " + (dir / "bad.pgm").string() + " --checkpoint " +
                   (dir / "model.safetensors").string());
   CHECK(bad.code == 1);
   CHECK_THAT(bad.output, Catch::Contains("expected a 28x28 image, found 27x28"));
@@ -121,13 +109,13 @@ TEST_CASE("Resume: 2 epochs straight equal 1 epoch + --resume + 1 epoch, bit for
   const std::string common =
       "train --device cpu --quiet --threads 1 --limit 1500 --batch-size 100 --seed 5 --schedule step --step-epochs 1 "
       "--step-gamma 0.5 ";
-  REQUIRE(ember(common + "--epochs 2 --out " + a.string()).code == 0);
-  REQUIRE(ember(common + "--epochs 1 --out " + b.string()).code == 0);
-  Run r = ember("train --device cpu --quiet --threads 1 --epochs 2 --resume " + b.string());
+  REQUIRE(run_ember(common + "--epochs 2 --out " + a.string()).code == 0);
+  REQUIRE(run_ember(common + "--epochs 1 --out " + b.string()).code == 0);
+  Run r = run_ember("train --device cpu --quiet --threads 1 --epochs 2 --resume " + b.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(slurp(a / "model.safetensors") == slurp(b / "model.safetensors"));
-  Run again = ember("train --device cpu --epochs 2 --resume " + b.string());
+  Run again = run_ember("train --device cpu --epochs 2 --resume " + b.string());
   CHECK(again.code == 2);
   CHECK_THAT(again.output, Catch::Contains("already trained 2 epoch(s)"));
   fs::remove_all(a);
@@ -165,7 +153,7 @@ TEST_CASE("Bad command lines and bad files: one clear line, exit 2 for usage and
   }
   for (const auto& c : cases) {
     INFO("ember " << c.args);
-    Run r = ember(c.args);
+    Run r = run_ember(c.args);
     INFO(r.output);
     CHECK(r.code == c.code);
     CHECK_THAT(r.output, Catch::Contains(c.says));
@@ -176,10 +164,10 @@ TEST_CASE("Bad command lines and bad files: one clear line, exit 2 for usage and
 }
 
 TEST_CASE("ember info and ember demo run on any machine", "[apps]") {
-  Run info = ember("info");
+  Run info = run_ember("info");
   CHECK(info.code == 0);
   CHECK_THAT(info.output, Catch::Contains("best device:") && Catch::Contains("BLAS"));
-  Run demo = ember("demo");
+  Run demo = run_ember("demo");
   INFO(demo.output);
   CHECK(demo.code == 0);
   CHECK_THAT(demo.output, Catch::Contains("Expected all tensors to be on the same device"));
@@ -191,7 +179,7 @@ TEST_CASE("A diverging run stops at the first non-finite loss, naming the step a
     return;
   }
   fs::path dir = fresh_dir("nonfinite");
-  Run r = ember("train --device cpu --limit 512 --epochs 1 --lr 1e9 --schedule constant --out " + dir.string());
+  Run r = run_ember("train --device cpu --limit 512 --epochs 1 --lr 1e9 --schedule constant --out " + dir.string());
   INFO(r.output);
   CHECK(r.code == 1);
   CHECK_THAT(r.output, Catch::Contains("): the loss is") && Catch::Contains("step ") &&

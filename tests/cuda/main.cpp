@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "core/device.h"
+#include "core/storage.h"
+#include "kernels/gemm.h"
 
 int main(int argc, char** argv) {
   if (!ember::cuda::is_available()) {
@@ -17,5 +19,13 @@ int main(int argc, char** argv) {
                 ember::cuda::unavailable_reason().c_str());
     return required ? 1 : 77;
   }
-  return Catch::Session().run(argc, argv);
+  int failed = Catch::Session().run(argc, argv);
+  // Give every cached device allocation and the cuBLAS handles back, so compute-sanitizer's leak
+  // check reports only real leaks.
+  ember::kernels::cuda::release_cublas_handles();
+  for (int d = 0; d < ember::cuda::device_count(); ++d) {
+    ember::cuda::synchronize(ember::Device::cuda(d));
+    ember::cuda::empty_cache(d);
+  }
+  return failed;
 }

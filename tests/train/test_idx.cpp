@@ -332,12 +332,12 @@ TEST_CASE("Fashion-MNIST class names", "[train]") {
 }
 
 TEST_CASE("the real Fashion-MNIST loads when Debian's package is installed", "[train]") {
-  if (!fs::is_directory(kDefaultFashionMnistDir)) {
-    WARN("skipped: " << kDefaultFashionMnistDir << " not found (apt-get install dataset-fashion-mnist)");
+  if (!fs::is_directory(default_fashion_mnist_dir())) {
+    WARN("skipped: " << default_fashion_mnist_dir() << " not found (apt-get install dataset-fashion-mnist)");
     return;
   }
   for (Split split : {Split::Train, Split::Test}) {
-    Dataset data = load_fashion_mnist(kDefaultFashionMnistDir, split);
+    Dataset data = load_fashion_mnist(default_fashion_mnist_dir(), split);
     const int64_t n = split == Split::Train ? 60000 : 10000;
     REQUIRE(data.size() == n);
     REQUIRE(data.images.shape() == Shape{n, 28, 28});
@@ -350,5 +350,5 @@ TEST_CASE("the real Fashion-MNIST loads when Debian's package is installed", "[t
     // Fashion-MNIST is balanced: 6000 (train) or 1000 (test) of each class.
     for (int64_t count : per_class) REQUIRE(count == n / 10);
   }
-  REQUIRE(load_fashion_mnist(kDefaultFashionMnistDir, Split::Train, 2000).size() == 2000);
+  REQUIRE(load_fashion_mnist(default_fashion_mnist_dir(), Split::Train, 2000).size() == 2000);
 }

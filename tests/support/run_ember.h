@@ -1,0 +1,29 @@
+// Runs the built `ember` binary (EMBER_BINARY) with arguments and captures its exit code and output.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace ember::test {
+
+struct EmberRun {
+  int code;            // exit status, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+inline EmberRun run_ember(const std::string& args) {
+  std::string cmd = std::string(EMBER_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed for: " + cmd);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+}  // namespace ember::test
