@@ -12,6 +12,7 @@ void add_demo_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 // Actions run after parsing (not inside CLI11's callbacks), so main() maps ember's errors to exit
 // codes in one place.

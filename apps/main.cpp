@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   ember::apps::add_train_command(app);
   ember::apps::add_eval_command(app);
   ember::apps::add_predict_command(app);
+  ember::apps::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,7 +14,7 @@ namespace {
 
 // The shared body of add/sub/mul: the checks, then cpu_fn or cuda_fn on contiguous inputs.
 template <typename CpuFn, typename CudaFn>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, CpuFn cpu_fn, CudaFn cuda_fn) {
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn) {
   check_defined(op, {"self", a});
   check_defined(op, {"other", b});
   check_same_device(op, {{"self", a}, {"other", b}});

@@ -46,7 +46,7 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool tran
         k::cpu::gemm<T>(trans_a, trans_b, s.M, s.N, s.K, T(alpha), A, lda, B, ldb, T(beta), C, ldc, bias_ptr, epilogue);
         break;
       case DeviceType::CUDA: {
-        auto stream = detail::stream_of(out.device());
+        [[maybe_unused]] auto stream = detail::stream_of(out.device());
         if (g_backend.load() == GemmBackend::Cublas)
           EMBER_CUDA_CALL(k::cuda::gemm_cublas<T>(trans_a, trans_b, s.M, s.N, s.K, T(alpha), A, lda, B, ldb, T(beta), C,
                                                   ldc, bias_ptr, epilogue, stream));

@@ -17,7 +17,7 @@ namespace {
 
 // softmax / log_softmax share their checks and dispatch; cpu_fn / cuda_fn pick the kernel.
 template <typename CpuFn, typename CudaFn>
-Tensor rowwise(const char* op, const Tensor& x, CpuFn cpu_fn, CudaFn cuda_fn) {
+Tensor rowwise(const char* op, const Tensor& x, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn) {
   check_defined(op, {"input", x});
   check_floating(op, {"input", x});
   check_dim(op, {"input", x}, 2);
@@ -33,7 +33,7 @@ Tensor rowwise(const char* op, const Tensor& x, CpuFn cpu_fn, CudaFn cuda_fn) {
 }
 
 template <typename CpuFn, typename CudaFn>
-Tensor rowwise_backward(const char* op, const Tensor& y, const Tensor& dy, CpuFn cpu_fn, CudaFn cuda_fn) {
+Tensor rowwise_backward(const char* op, const Tensor& y, const Tensor& dy, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn) {
   check_defined(op, {"output", y});
   check_defined(op, {"grad_output", dy});
   check_same_device(op, {{"output", y}, {"grad_output", dy}});
