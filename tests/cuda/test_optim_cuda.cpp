@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kernels/optim.h"
 #include "support/compare.h"
+#include "support/data.h"
 
 namespace {
 
@@ -23,15 +24,6 @@ using ember::test::Tolerance;
 template <typename T>
 constexpr Tolerance tolerance_for() {
   return sizeof(T) == 4 ? ember::test::kF32 : ember::test::kF64;
-}
-
-template <typename T>
-std::vector<T> uniform(int64_t n, double lo, double hi, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> out(static_cast<size_t>(n));
-  for (auto& x : out) x = static_cast<T>(dist(gen));
-  return out;
 }
 
 // One device array of n elements starting `offset` elements past a cudaMalloc'd (256-byte aligned) base:
@@ -105,14 +97,14 @@ TEMPLATE_TEST_CASE("cuda sgd_step matches the CPU twin", "[cuda]", float, double
     for (int64_t n : kSizes) {
       for (const Offsets& o : kOffsets) {
         INFO(c.name << ", n = " << n << ", " << o.name);
-        std::vector<T> param = uniform<T>(n, -1, 1, 1 + static_cast<uint32_t>(n));
+        std::vector<T> param = ember::test::random_values<T>(n, 1 + static_cast<uint32_t>(n), -1, 1);
         // NaN in the buffer: the first step must write it without reading it, on both sides.
         std::vector<T> buf(static_cast<size_t>(n), std::numeric_limits<T>::quiet_NaN());
         DeviceArray<T> d_param(n, o.param), d_grad(n, o.grad), d_buf(n, o.state);
         d_param.upload(param);
         d_buf.upload(buf);
         for (int step = 0; step < kSteps; ++step) {
-          const std::vector<T> grad = uniform<T>(n, -2, 2, 50 + static_cast<uint32_t>(step));
+          const std::vector<T> grad = ember::test::random_values<T>(n, 50 + static_cast<uint32_t>(step), -2, 2);
           d_grad.upload(grad);
           const SgdParams<T> p{static_cast<T>(c.lr),           static_cast<T>(c.momentum), static_cast<T>(c.dampening),
                                static_cast<T>(c.weight_decay), c.nesterov,                 step == 0};
@@ -136,14 +128,14 @@ TEMPLATE_TEST_CASE("cuda adamw_step matches the CPU twin", "[cuda]", float, doub
   for (int64_t n : kSizes) {
     for (const Offsets& o : kOffsets) {
       INFO("n = " << n << ", " << o.name);
-      std::vector<T> param = uniform<T>(n, -1, 1, 3 + static_cast<uint32_t>(n));
+      std::vector<T> param = ember::test::random_values<T>(n, 3 + static_cast<uint32_t>(n), -1, 1);
       std::vector<T> m(static_cast<size_t>(n), T(0)), v(static_cast<size_t>(n), T(0));
       DeviceArray<T> d_param(n, o.param), d_grad(n, o.grad), d_m(n, o.state), d_v(n, o.state);
       d_param.upload(param);
       d_m.upload(m);
       d_v.upload(v);
       for (int64_t step = 1; step <= kSteps; ++step) {
-        const std::vector<T> grad = uniform<T>(n, -2, 2, 70 + static_cast<uint32_t>(step));
+        const std::vector<T> grad = ember::test::random_values<T>(n, 70 + static_cast<uint32_t>(step), -2, 2);
         d_grad.upload(grad);
         AdamWParams<T> p = base;
         p.step = step;
