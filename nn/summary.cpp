@@ -40,7 +40,7 @@ void detail::record_layer(const Module& layer, const Tensor& output) {
   s.type = layer.type_name();
   s.output_shape = output.shape();
   s.parameters = own_parameters(layer, &s.parameter_bytes);
-  s.device = layer.device();
+  s.device = output.device();  // where the layer ran (a ReLU has no parameters to ask)
   g_trace->activation_bytes += static_cast<int64_t>(output.nbytes());
   g_trace->layers.push_back(std::move(s));
 }

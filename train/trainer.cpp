@@ -11,6 +11,7 @@
 
 #include "core/ops.h"
 #include "nn/loss.h"
+#include "nn/summary.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/svg.h"
@@ -301,7 +302,8 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     log << "ember train: " << architecture_string(sizes) << " MLP on " << cfg.device.str() << ", "
         << train_set.size() << " training / " << test_set.size() << " test samples, batch " << cfg.batch_size << ", "
         << cfg.optimizer << " lr " << cfg.lr << " (" << cfg.schedule << ")"
-        << (resuming ? ", resuming after epoch " + std::to_string(resume.epochs_done) : "") << "\n";
+        << (resuming ? ", resuming after epoch " + std::to_string(resume.epochs_done) : "") << "\n"
+        << nn::summarize(*model, {cfg.batch_size, sizes.front()}).table();
   }
 
   std::array<TransferStats, 3> ledger_start;
