@@ -154,6 +154,9 @@ class HeaderSax {
         if (k == "__metadata__") {
           if (seen_metadata_) return stop("\"__metadata__\" appears twice; expected it at most once");
           seen_metadata_ = true;
+        } else if (k.empty()) {
+          // The writer refuses empty names, so the reader does too: what loads can be saved back.
+          return stop("a tensor has an empty name; expected every tensor to be named");
         } else if (!names_.insert(k).second) {
           return stop("tensor name ", quote(k), " appears twice; expected unique names");
         }
