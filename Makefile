@@ -13,7 +13,7 @@ ifneq ($(NVCC),)
 endif
 TRAIN_ARGS ?=
 
-.PHONY: all deps configure build test test-sanitize train demo gpu-stage gpu-check clean
+.PHONY: all deps configure build test test-sanitize fuzz train demo gpu-stage gpu-check clean
 
 all: build
 
@@ -46,6 +46,12 @@ test-sanitize: deps
 	@cmake --build build-sanitize -j $(JOBS)
 	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer on the IDX and safetensors readers (clang, ASan + UBSan), FUZZ_SECONDS each, one after the
+# other; scripts/fuzz --help for the rest (--smoke is CI's 30-second run). Findings land in build-fuzz/artifacts.
+FUZZ_SECONDS ?= 600
+fuzz:
+	scripts/fuzz --seconds $(FUZZ_SECONDS)
 
 # Trains on Fashion-MNIST on the best device (extra flags: make train TRAIN_ARGS="--epochs 5").
 train: build

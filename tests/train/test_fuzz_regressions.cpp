@@ -154,9 +154,11 @@ TEST_CASE("every fuzzer finding in tests/data/fuzz-regressions is rejected clean
   CHECK(replayed >= 1);
 }
 
-// Found by fuzz_safetensors' round-trip check: the reader accepts a tensor named "" (valid JSON, and
-// the spec sets no rule on names), the writer refuses it (ValueError "has an empty name"), so ember
-// loads a checkpoint it cannot save again. Either side may move; the two must agree.
+// Found by fuzz_safetensors' round-trip check: the reader accepted a tensor named "" (valid JSON, and
+// the spec sets no rule on names) that the writer refuses (ValueError "has an empty name"), so ember
+// loaded a checkpoint it could not save again. The reader now rejects empty names; either side may move,
+// but the two must agree. safetensors-empty-tensor-name-fuzzed.safetensors is the fuzzer's own input for
+// the same bug (an F32 tensor of shape [0] named ""), replayed by the test above.
 TEST_CASE("fuzz regression: a tensor with an empty name is rejected on load or saves back", "[train]") {
   const Bytes input = read_file(kRegressions / "safetensors-empty-tensor-name.safetensors");
   SafetensorsFile f;
