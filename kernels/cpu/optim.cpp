@@ -54,14 +54,9 @@ void adamw_loop(T* __restrict param, const T* __restrict grad, T* __restrict m, 
 
 template <typename T>
 void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> p) {
-  EMBER_ASSERT(n >= 0, "sgd_step: negative element count ", n);
-  EMBER_CHECK(!p.nesterov || (p.momentum > 0 && p.dampening == 0), ValueError,
-              "SGD: Nesterov momentum requires a momentum and zero dampening (got momentum ", p.momentum,
-              ", dampening ", p.dampening, "); set momentum > 0 and dampening = 0, or nesterov = false");
+  detail::check_sgd_args(n, momentum_buf, p);
   if (n == 0) return;  // an empty tensor may come with null pointers
   const bool use_momentum = p.momentum != 0;
-  EMBER_ASSERT(!use_momentum || momentum_buf != nullptr, "sgd_step: momentum ", p.momentum,
-               " needs a momentum buffer");
   const T one_minus_dampening = T(1) - p.dampening;
   with_flag(p.weight_decay != 0, [&](auto decay) {
     with_flag(use_momentum, [&](auto momentum) {
@@ -78,9 +73,7 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
 
 template <typename T>
 void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p) {
-  EMBER_ASSERT(n >= 0, "adamw_step: negative element count ", n);
-  EMBER_CHECK(p.step >= 1, ValueError, "AdamW: step must be 1-based (got ", p.step,
-              "); the bias corrections 1 - beta^step would divide by zero. Count steps from 1");
+  detail::check_adamw_args(n, p);
   if (n == 0) return;
   // Host scalars in double, as torch computes them in Python before the tensor ops see them.
   const double lr = p.lr, beta1 = p.beta1, beta2 = p.beta2, t = static_cast<double>(p.step);

@@ -138,14 +138,9 @@ unsigned blocks_for(int64_t n, int64_t n_vec) {
 
 template <typename T>
 void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> p, Stream stream) {
-  EMBER_ASSERT(n >= 0, "sgd_step: negative element count ", n);
-  EMBER_CHECK(!p.nesterov || (p.momentum > 0 && p.dampening == 0), ValueError,
-              "SGD: Nesterov momentum requires a momentum and zero dampening (got momentum ", p.momentum,
-              ", dampening ", p.dampening, "); set momentum > 0 and dampening = 0, or nesterov = false");
+  detail::check_sgd_args(n, momentum_buf, p);
   if (n == 0) return;  // an empty tensor may come with null pointers
   const bool use_momentum = p.momentum != 0;
-  EMBER_ASSERT(!use_momentum || momentum_buf != nullptr, "sgd_step: momentum ", p.momentum,
-               " needs a momentum buffer");
   const SgdScalars<T> s{p.lr,           p.momentum,   T(1) - p.dampening, p.weight_decay, p.weight_decay != 0,
                         use_momentum,   p.first_step, p.nesterov};
   const bool all_aligned = aligned16(param) && aligned16(grad) && (!use_momentum || aligned16(momentum_buf));
@@ -157,9 +152,7 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
 
 template <typename T>
 void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p, Stream stream) {
-  EMBER_ASSERT(n >= 0, "adamw_step: negative element count ", n);
-  EMBER_CHECK(p.step >= 1, ValueError, "AdamW: step must be 1-based (got ", p.step,
-              "); the bias corrections 1 - beta^step would divide by zero. Count steps from 1");
+  detail::check_adamw_args(n, p);
   if (n == 0) return;
   // Host scalars in double, exactly as the CPU twin derives them, so both backends see the same values.
   const double lr = p.lr, beta1 = p.beta1, beta2 = p.beta2, t = static_cast<double>(p.step);
