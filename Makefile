@@ -13,13 +13,13 @@ ifneq ($(NVCC),)
 endif
 TRAIN_ARGS ?=
 
-.PHONY: all deps configure build test test-sanitize fuzz train demo gpu-stage gpu-check clean
+.PHONY: all deps configure build test test-sanitize fuzz-deps fuzz fuzz-smoke train demo gpu-stage gpu-check clean
 
 all: build
 
-# Installs the missing Debian packages (as root), or says which ones to install.
-deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+# $(call install_missing,PACKAGES): installs the missing Debian packages (as root), or says which to install.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -27,9 +27,13 @@ deps:
 	    echo "ember: installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	  else \
-	    echo "ember: missing Debian packages:$$missing (run 'sudo make deps' or apt-get install them)"; exit 1; \
+	    echo "ember: missing Debian packages:$$missing (run 'sudo make $@' or apt-get install them)"; exit 1; \
 	  fi; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEBIAN_PACKAGES))
 
 configure: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
@@ -50,8 +54,17 @@ test-sanitize: deps
 # libFuzzer on the IDX and safetensors readers (clang, ASan + UBSan), FUZZ_SECONDS each, one after the
 # other; scripts/fuzz --help for the rest (--smoke is CI's 30-second run). Findings land in build-fuzz/artifacts.
 FUZZ_SECONDS ?= 600
-fuzz:
+FUZZ_PACKAGES := clang libclang-rt-14-dev
+fuzz-deps:
+	$(call install_missing,$(FUZZ_PACKAGES))
+
+fuzz: fuzz-deps
 	scripts/fuzz --seconds $(FUZZ_SECONDS)
+
+# CI's third stage: the committed seeds and regressions replayed, then 30 seconds of each fuzzer at once.
+fuzz-smoke: fuzz-deps
+	scripts/fuzz --regress
+	scripts/fuzz --smoke --parallel
 
 # Trains on Fashion-MNIST on the best device (extra flags: make train TRAIN_ARGS="--epochs 5").
 train: build
