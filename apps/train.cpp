@@ -44,7 +44,7 @@ void add_train_command(CLI::App& app) {
   auto* out = sub->add_option("--out", cfg->out_dir, "Run directory: checkpoints, metrics.csv, metrics.svg (with --resume: that directory)");
   sub->add_option("--metrics-json", cfg->metrics_json, "Also write the metrics as JSON here");
   sub->add_flag("--quiet", cfg->quiet, "Print nothing but errors");
-  sub->add_flag("--skip-nonfinite", cfg->skip_nonfinite, "Skip updates with a NaN/Inf loss instead of stopping");
+  sub->add_flag("--skip-nonfinite", cfg->skip_nonfinite, "Skip updates whose loss or gradients hold NaN/Inf instead of stopping");
 
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;

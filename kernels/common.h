@@ -1,8 +1,15 @@
-// What every kernel family shares: the stream handle type and the grid-size helper.
+// What every kernel family shares: the stream handle type, the grid-size helper, and the marker for
+// small functions both twins call (compiled for host and device under nvcc, plain inline under g++).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+
+#ifdef __CUDACC__
+#define EMBER_HOST_DEVICE __host__ __device__
+#else
+#define EMBER_HOST_DEVICE
+#endif
 
 // cudaStream_t is `CUstream_st*`; naming it here keeps CUDA headers out of host-only code.
 struct CUstream_st;

@@ -1,6 +1,7 @@
 // SGD, AdamW and the learning-rate schedules.
 #include "train/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ember::optim {
@@ -55,6 +56,14 @@ SGD::SGD(std::vector<nn::ParameterPtr> params, ops::SgdOptions options)
   lr_ = options.lr;
 }
 
+void SGD::set_guard(const NonFiniteGuard* guard) {
+  EMBER_CHECK(guard == nullptr || options_.dampening == 0, ValueError,
+              "SGD: a non-finite guard needs dampening = 0 (got ", options_.dampening,
+              "): with the guard the momentum buffer starts at zero, which equals PyTorch's first step only "
+              "without dampening");
+  guard_ = guard;
+}
+
 void SGD::step() {
   ops::SgdOptions o = options_;
   o.lr = lr_;
@@ -64,11 +73,14 @@ void SGD::step() {
     if (o.momentum != 0) {
       follow(momentum_[i], p.value);
       if (!momentum_[i].defined()) {
-        momentum_[i] = Tensor::empty(p.value.shape(), p.value.dtype(), p.value.device());
-        first = true;
+        // The device decides whether this step is applied, so with a guard the buffer must already hold
+        // a valid state (zero) for whichever step turns out to be the first applied one.
+        momentum_[i] = guard_ != nullptr ? Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.device())
+                                         : Tensor::empty(p.value.shape(), p.value.dtype(), p.value.device());
+        first = guard_ == nullptr;
       }
     }
-    ops::sgd_step_(p.value, p.grad, momentum_[i], o, first);
+    ops::sgd_step_(p.value, p.grad, momentum_[i], o, first, guard_);
   }
 }
 
@@ -113,18 +125,19 @@ void AdamW::step() {
       exp_avg_[i] = Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.device());
       exp_avg_sq_[i] = Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.device());
     }
-    ops::adamw_step_(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], o, ++steps_[i]);
+    ops::adamw_step_(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], o, ++steps_[i], guard_);
   }
 }
 
 OptimizerState AdamW::state_dict() const {
   OptimizerState s;
   s.scalars["lr"] = lr_;
+  const int64_t skipped = guard_ != nullptr ? guard_->report().count : 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!exp_avg_[i].defined()) continue;
     s.tensors.emplace_back(std::to_string(i) + ".exp_avg", exp_avg_[i]);
     s.tensors.emplace_back(std::to_string(i) + ".exp_avg_sq", exp_avg_sq_[i]);
-    s.scalars[std::to_string(i) + ".step"] = static_cast<double>(steps_[i]);
+    s.scalars[std::to_string(i) + ".step"] = static_cast<double>(std::max<int64_t>(0, steps_[i] - skipped));
   }
   return s;
 }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/guard.h"
 #include "core/ops.h"
 #include "nn/module.h"
 
@@ -29,6 +30,9 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<nn::ParameterPtr>& params() const { return params_; }
+  // Every later step() is skipped where `guard` flagged the step (the guard must outlive the optimizer's
+  // use of it; nullptr detaches it). Attach it before the first step: the steps it skips are not counted.
+  virtual void set_guard(const NonFiniteGuard* guard) { guard_ = guard; }
   virtual OptimizerState state_dict() const = 0;
   // Throws FormatError naming what is missing or mismatched; on failure the optimizer is unchanged.
   virtual void load_state_dict(const OptimizerState& state) = 0;
@@ -36,12 +40,16 @@ class Optimizer {
  protected:
   std::vector<nn::ParameterPtr> params_;
   double lr_ = 0;
+  const NonFiniteGuard* guard_ = nullptr;
 };
 
 class SGD : public Optimizer {
  public:
   SGD(std::vector<nn::ParameterPtr> params, ops::SgdOptions options);
   void step() override;
+  // With a guard the momentum buffers start at zero instead of at the first gradient (a skipped first step
+  // cannot leave them unset); that is the same update only without dampening, so a guard needs dampening 0.
+  void set_guard(const NonFiniteGuard* guard) override;
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
   const ops::SgdOptions& options() const { return options_; }
@@ -61,7 +69,7 @@ class AdamW : public Optimizer {
  private:
   ops::AdamWOptions options_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
-  std::vector<int64_t> steps_;
+  std::vector<int64_t> steps_;  // step() calls; the state saves them less the guard's skipped steps
 };
 
 // Learning rate as a function of the global step (0-based), so resuming needs only the step.

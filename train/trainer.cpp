@@ -1,6 +1,7 @@
 // train_model(): the loop of DESIGN.md's "one training step", epochs of it, evaluation and checkpoints.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
+#include <utility>
 
+#include "core/guard.h"
 #include "core/ops.h"
 #include "nn/loss.h"
 #include "nn/summary.h"
@@ -177,8 +180,8 @@ void write_run_files(const std::string& dir, const TrainConfig& c, const std::ve
   }
 }
 
-// Names what is non-finite after a bad step: the loss, and any parameter the update already spoiled.
-std::string describe_nonfinite(const nn::Module& model) {
+// The parameters holding NaN/Inf (an update with finite gradients can still overflow them), or "".
+std::string nonfinite_parameters(const nn::Module& model) {
   std::string bad;
   for (const auto& [name, p] : model.named_parameters()) {
     Tensor v = p->value.to(Device::cpu());
@@ -186,7 +189,53 @@ std::string describe_nonfinite(const nn::Module& model) {
     for (float x : v.to_vector<float>()) count += !std::isfinite(x);
     if (count > 0) bad += detail::concat(bad.empty() ? "" : ", ", name, " (", count, " of ", v.numel(), ")");
   }
-  return bad.empty() ? "the parameters are still finite" : "non-finite parameters: " + bad;
+  return bad;
+}
+
+// What one step hands the guard, and the name of each entry for its messages: the loss, then each gradient.
+struct Watched {
+  std::vector<std::string> names;
+  std::vector<nn::ParameterPtr> params;
+  std::vector<Tensor> tensors;
+
+  explicit Watched(const nn::Module& model) : names{"the loss"} {
+    for (const auto& [name, p] : model.named_parameters()) {
+      names.push_back(name);
+      params.push_back(p);
+    }
+    EMBER_CHECK(names.size() <= static_cast<size_t>(kernels::kGuardMaxTensors), ValueError, "the model has ",
+                params.size(), " parameter tensors; the non-finite guard watches at most ",
+                kernels::kGuardMaxTensors - 1);
+  }
+  const std::vector<Tensor>& with_loss(const Tensor& loss) {
+    tensors.clear();
+    tensors.push_back(loss);
+    for (const auto& p : params) tensors.push_back(p->grad);
+    return tensors;
+  }
+  // "the loss and the gradients of 0.weight, 0.bias" for the entries a guard mask flags.
+  std::string describe(uint64_t mask) const {
+    std::string grads;
+    for (size_t i = 1; i < names.size(); ++i)
+      if (mask & kernels::guard_bit(static_cast<int>(i))) grads += (grads.empty() ? "" : ", ") + names[i];
+    const bool loss = (mask & kernels::guard_bit(0)) != 0;
+    if (grads.empty()) return loss ? "the loss" : "nothing";
+    return (loss ? "the loss and " : "") + std::string("the gradients of ") + grads;
+  }
+};
+
+// Stop mode: the guard has flagged a step, and the optimizer kernels have skipped its update and every one
+// since, so the parameters are those after the step before it.
+[[noreturn]] void stop_nonfinite(const NonFiniteGuard& guard, const Watched& watched, const nn::Module& model,
+                                 int64_t steps_per_epoch, double lr) {
+  const kernels::GuardReport r = guard.report();
+  const int64_t s = r.first_step;
+  const std::string params = nonfinite_parameters(model);
+  throw NumericalError(detail::concat(
+      "step ", s, " (epoch ", (s - 1) / steps_per_epoch + 1, ", batch ", (s - 1) % steps_per_epoch + 1,
+      "): NaN or Inf in ", watched.describe(r.first_mask), "; its update was not applied",
+      params.empty() ? "" : " (non-finite parameters already: " + params + ")",
+      ". Lower --lr (now ", lr, ") or pass --skip-nonfinite to skip such steps"));
 }
 
 std::array<TransferStats, 3> ledger_since(const std::array<TransferStats, 3>& start) {
@@ -306,6 +355,12 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
         << nn::summarize(*model, {cfg.batch_size, sizes.front()}).table();
   }
 
+  // One scan of the loss and every gradient per step, where they live; the optimizer kernels skip a
+  // flagged step's update themselves, so the host never waits for the GPU to decide (docs/reliability.md).
+  NonFiniteGuard guard(cfg.device, cfg.skip_nonfinite ? NonFiniteGuard::Mode::Skip : NonFiniteGuard::Mode::Stop);
+  optimizer->set_guard(&guard);
+  Watched watched(*model);
+
   std::array<TransferStats, 3> ledger_start;
   for (int i = 0; i < 3; ++i) ledger_start[i] = TransferLedger::global().stats(static_cast<TransferDirection>(i));
   TrainResult result;
@@ -314,55 +369,75 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
   auto run_start = std::chrono::steady_clock::now();
   int64_t samples_trained = 0;
   double train_seconds = 0;
+  // Per-step loss and correct count stay on the device; the host reads them to draw progress and at the
+  // epoch's end, and averages over the steps whose loss is finite (all of them unless --skip-nonfinite).
+  Tensor step_loss = Tensor::empty({steps_per_epoch}, DType::F32, cfg.device);
+  Tensor step_correct = Tensor::empty({steps_per_epoch}, DType::I64, cfg.device);
+  auto epoch_means = [&](int64_t steps, int64_t* samples_counted) {
+    std::vector<float> losses = step_loss.slice(0, 0, steps).to_vector<float>();
+    std::vector<int64_t> correct = step_correct.slice(0, 0, steps).to_vector<int64_t>();
+    double loss_sum = 0, correct_sum = 0;
+    int64_t counted = 0;
+    for (int64_t i = 0; i < steps; ++i) {
+      const int64_t size = std::min(cfg.batch_size, loader.samples_per_epoch() - i * cfg.batch_size);
+      if (!std::isfinite(losses[i])) continue;
+      loss_sum += double(losses[i]) * double(size);
+      correct_sum += double(correct[i]);
+      counted += size;
+    }
+    *samples_counted = counted;
+    return std::pair{counted > 0 ? loss_sum / double(counted) : NAN, counted > 0 ? correct_sum / double(counted) : NAN};
+  };
   for (int64_t epoch = first_epoch; epoch <= cfg.epochs; ++epoch) {
     auto epoch_start = std::chrono::steady_clock::now();
     auto last_draw = epoch_start;
     loader.start_epoch(epoch - 1);
-    // Sums stay on the device: the host reads them only to draw progress and at the epoch's end.
-    Tensor loss_sum = Tensor::zeros({}, DType::F32, cfg.device), correct = Tensor::zeros({}, DType::F32, cfg.device);
-    int64_t samples = 0, skipped = 0;
+    const int64_t skipped_before = cfg.skip_nonfinite ? guard.report().count : 0;
+    int64_t samples = 0;
     Batch batch;
     while (loader.next(batch)) {
       optimizer->set_lr(schedule->lr_at(step));
       optimizer->zero_grad();
       Tensor logits = model->forward(batch.x);
       Tensor loss = ce.forward(logits, batch.y);
-      // On the host reading the loss is free, so every step is checked before its update; on a GPU
-      // that read would stall the step, so the check runs where the host synchronises anyway.
-      if (cfg.device.is_cpu() && !std::isfinite(loss.item<float>())) {
-        if (cfg.skip_nonfinite) {
-          ++skipped;
-          ++step;
-          continue;
-        }
-        throw NumericalError(detail::concat("step ", step + 1, " (epoch ", epoch, ", batch ", batch.index + 1,
-                                            "): the loss is ", loss.item<float>(), "; ", describe_nonfinite(*model),
-                                            ". Lower --lr (now ", cfg.lr, ") or pass --skip-nonfinite"));
-      }
       model->backward(ce.backward());
+      guard.check(++step, watched.with_loss(loss));
       optimizer->step();
-      ++step;
-      ops::add_(loss_sum, loss, static_cast<double>(batch.size()));
-      ops::add_(correct, ops::cast(ops::count_correct(logits, batch.y), DType::F32));
+      // Free to read (on CUDA it trails the device by the few steps queued ahead); exact on the CPU.
+      if (!cfg.skip_nonfinite && guard.first_bad_step() != 0)
+        stop_nonfinite(guard, watched, *model, steps_per_epoch, cfg.lr);
+      step_loss.slice(0, batch.index, batch.index + 1).copy_from(loss.view({1}), true);
+      step_correct.slice(0, batch.index, batch.index + 1).copy_from(ops::count_correct(logits, batch.y).view({1}), true);
       samples += batch.size();
       if (cfg.progress_bar && !cfg.quiet) {
         auto now = std::chrono::steady_clock::now();
         if (std::chrono::duration<double>(now - last_draw).count() > 0.25) {
           last_draw = now;
           double elapsed = std::chrono::duration<double>(now - epoch_start).count();
-          draw_progress(log, epoch, cfg.epochs, samples, loader.samples_per_epoch(), loss_sum.item<float>() / samples,
-                        correct.item<float>() / samples, samples / elapsed);
+          int64_t counted = 0;
+          auto [loss_mean, acc] = epoch_means(batch.index + 1, &counted);
+          draw_progress(log, epoch, cfg.epochs, samples, loader.samples_per_epoch(), loss_mean, acc,
+                        samples / elapsed);
         }
       }
     }
-    double train_loss = loss_sum.item<float>() / double(samples), train_acc = correct.item<float>() / double(samples);
+    int64_t counted = 0;
+    auto [train_loss, train_acc] = epoch_means(steps_per_epoch, &counted);
     if (cfg.device.is_cuda()) cuda::synchronize(cfg.device);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     samples_trained += samples;
     train_seconds += seconds;
-    EMBER_CHECK(std::isfinite(train_loss), NumericalError, "the training loss became ", train_loss, " in epoch ", epoch,
-                "; ", describe_nonfinite(*model), ". Lower --lr (now ", cfg.lr, ")");
-    if (skipped > 0 && !cfg.quiet) log << "skipped " << skipped << " step(s) with a non-finite loss\n";
+    if (!cfg.skip_nonfinite && guard.first_bad_step() != 0)
+      stop_nonfinite(guard, watched, *model, steps_per_epoch, cfg.lr);
+    EMBER_CHECK(counted > 0, NumericalError, "every step of epoch ", epoch,
+                " had a non-finite loss, so none was applied. Lower --lr (now ", cfg.lr, ")");
+    if (cfg.skip_nonfinite && !cfg.quiet) {
+      const kernels::GuardReport r = guard.report();
+      if (r.count > skipped_before)
+        log << (cfg.progress_bar ? "\r" : "") << "epoch " << epoch << ": skipped " << r.count - skipped_before
+            << " step(s) with NaN or Inf (the latest: step " << r.last_step << "); the loss and accuracy leave out "
+            << samples - counted << " sample(s) whose loss was not finite\n";
+    }
     EvalResult test = evaluate(*model, test_set, 1000, false);
     EpochMetrics m{epoch, train_loss, train_acc, test.loss, test.accuracy, seconds, double(samples) / seconds,
                    optimizer->lr()};

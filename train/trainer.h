@@ -39,7 +39,7 @@ struct TrainConfig {
   std::string metrics_json;        // also write metrics here
   bool quiet = false;
   bool progress_bar = false;       // \r progress on a terminal; plain lines otherwise
-  bool skip_nonfinite = false;     // skip updates whose loss is NaN/Inf instead of stopping
+  bool skip_nonfinite = false;     // skip updates whose loss or gradients hold NaN/Inf instead of stopping
 
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // FormatError on a malformed config

@@ -36,26 +36,27 @@ void sgd_loop(T* __restrict param, const T* __restrict grad, T* __restrict buf, 
 }
 
 template <typename T>
-void adamw_loop(T* __restrict param, const T* __restrict grad, T* __restrict m, T* __restrict v, int64_t n, T decay,
-                T beta1, T one_minus_beta1, T beta2, T one_minus_beta2, T step_size, T bias_correction2_sqrt, T eps) {
+void adamw_loop(T* __restrict param, const T* __restrict grad, T* __restrict m, T* __restrict v, int64_t n,
+                const AdamWScalars<T> s) {
   // std::sqrt keeps an errno path unless -fno-math-errno; with it this loop vectorises too.
   for (int64_t i = 0; i < n; ++i) {
     const T g = grad[i];
-    const T mi = beta1 * m[i] + one_minus_beta1 * g;
-    const T vi = beta2 * v[i] + one_minus_beta2 * g * g;
+    const T mi = s.beta1 * m[i] + s.one_minus_beta1 * g;
+    const T vi = s.beta2 * v[i] + s.one_minus_beta2 * g * g;
     m[i] = mi;
     v[i] = vi;
-    const T denom = std::sqrt(vi) / bias_correction2_sqrt + eps;
-    param[i] = param[i] * decay - step_size * mi / denom;
+    const T denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
+    param[i] = param[i] * s.decay - s.step_size * mi / denom;
   }
 }
 
 }  // namespace
 
 template <typename T>
-void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> p) {
+void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> p, const GuardState* guard) {
   detail::check_sgd_args(n, momentum_buf, p);
   if (n == 0) return;  // an empty tensor may come with null pointers
+  if (guard != nullptr && guard->skip != 0) return;
   const bool use_momentum = p.momentum != 0;
   const T one_minus_dampening = T(1) - p.dampening;
   with_flag(p.weight_decay != 0, [&](auto decay) {
@@ -72,21 +73,17 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
 }
 
 template <typename T>
-void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p) {
+void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p, const GuardState* guard) {
   detail::check_adamw_args(n, p);
   if (n == 0) return;
-  // Host scalars in double, as torch computes them in Python before the tensor ops see them.
-  const double lr = p.lr, beta1 = p.beta1, beta2 = p.beta2, t = static_cast<double>(p.step);
-  const T decay = static_cast<T>(1.0 - lr * static_cast<double>(p.weight_decay));
-  const T step_size = static_cast<T>(lr / (1.0 - std::pow(beta1, t)));
-  const T bias_correction2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
-  adamw_loop<T>(param, grad, m, v, n, decay, p.beta1, static_cast<T>(1.0 - beta1), p.beta2,
-                static_cast<T>(1.0 - beta2), step_size, bias_correction2_sqrt, p.eps);
+  if (guard != nullptr && guard->skip != 0) return;
+  adamw_loop<T>(param, grad, m, v, n, adamw_scalars(p, adamw_applied_step(p.step, guard)));
 }
 
-template void sgd_step<float>(float*, const float*, float*, int64_t, SgdParams<float>);
-template void sgd_step<double>(double*, const double*, double*, int64_t, SgdParams<double>);
-template void adamw_step<float>(float*, const float*, float*, float*, int64_t, AdamWParams<float>);
-template void adamw_step<double>(double*, const double*, double*, double*, int64_t, AdamWParams<double>);
+template void sgd_step<float>(float*, const float*, float*, int64_t, SgdParams<float>, const GuardState*);
+template void sgd_step<double>(double*, const double*, double*, int64_t, SgdParams<double>, const GuardState*);
+template void adamw_step<float>(float*, const float*, float*, float*, int64_t, AdamWParams<float>, const GuardState*);
+template void adamw_step<double>(double*, const double*, double*, double*, int64_t, AdamWParams<double>,
+                                 const GuardState*);
 
 }  // namespace ember::kernels::cpu

@@ -1,4 +1,5 @@
 // Fused SGD and AdamW updates on the GPU: one grid-stride pass per tensor, 128-bit loads where aligned.
+// The guard is read from device memory by every thread (one cached word), so a skip costs no host sync.
 #include <cmath>
 #include <cstdint>
 
@@ -37,11 +38,6 @@ struct SgdScalars {
   bool decay, use_momentum, first_step, nesterov;
 };
 
-template <typename T>
-struct AdamWScalars {
-  T decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
-};
-
 // Same arithmetic, in the same order, as the CPU twin (and torch): the flags are uniform across the
 // grid, so these branches never diverge.
 template <typename T>
@@ -68,7 +64,9 @@ __device__ __forceinline__ void adamw_element(T& param, T grad, T& m, T& v, cons
 
 // Elements [0, n_vec * W) move as packs of W (n_vec = 0 when a pointer is misaligned), the rest one by one.
 template <typename T>
-__global__ void sgd_kernel(T* param, const T* grad, T* buf, int64_t n, int64_t n_vec, SgdScalars<T> s) {
+__global__ void sgd_kernel(T* param, const T* grad, T* buf, int64_t n, int64_t n_vec, SgdScalars<T> s,
+                           const GuardState* guard) {
+  if (guard != nullptr && guard->skip != 0) return;
   constexpr int W = Packed<T>::kSize;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -94,8 +92,13 @@ __global__ void sgd_kernel(T* param, const T* grad, T* buf, int64_t n, int64_t n
   }
 }
 
+// `s` holds the host's scalars for p.step; after skipped steps the guard moves the step back, and the
+// scalars are derived again here by the same function the CPU twin uses.
 template <typename T>
-__global__ void adamw_kernel(T* param, const T* grad, T* m, T* v, int64_t n, int64_t n_vec, AdamWScalars<T> s) {
+__global__ void adamw_kernel(T* param, const T* grad, T* m, T* v, int64_t n, int64_t n_vec, AdamWScalars<T> s,
+                             AdamWParams<T> p, const GuardState* guard) {
+  if (guard != nullptr && guard->skip != 0) return;
+  if (guard != nullptr && guard->skipped != 0) s = adamw_scalars(p, adamw_applied_step(p.step, guard));
   constexpr int W = Packed<T>::kSize;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -137,7 +140,8 @@ unsigned blocks_for(int64_t n, int64_t n_vec) {
 }  // namespace
 
 template <typename T>
-void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> p, Stream stream) {
+void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> p, Stream stream,
+              const GuardState* guard) {
   detail::check_sgd_args(n, momentum_buf, p);
   if (n == 0) return;  // an empty tensor may come with null pointers
   const bool use_momentum = p.momentum != 0;
@@ -146,33 +150,28 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
   const bool all_aligned = aligned16(param) && aligned16(grad) && (!use_momentum || aligned16(momentum_buf));
   const int64_t n_vec = packed_count<T>(n, all_aligned);
   sgd_kernel<T><<<blocks_for<T>(n, n_vec), kThreads, 0, stream>>>(param, grad, use_momentum ? momentum_buf : nullptr,
-                                                                  n, n_vec, s);
+                                                                  n, n_vec, s, guard);
   EMBER_LAUNCH_CHECK("sgd_kernel");
 }
 
 template <typename T>
-void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p, Stream stream) {
+void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p, Stream stream,
+                const GuardState* guard) {
   detail::check_adamw_args(n, p);
   if (n == 0) return;
   // Host scalars in double, exactly as the CPU twin derives them, so both backends see the same values.
-  const double lr = p.lr, beta1 = p.beta1, beta2 = p.beta2, t = static_cast<double>(p.step);
-  const AdamWScalars<T> s{static_cast<T>(1.0 - lr * static_cast<double>(p.weight_decay)),
-                          p.beta1,
-                          static_cast<T>(1.0 - beta1),
-                          p.beta2,
-                          static_cast<T>(1.0 - beta2),
-                          static_cast<T>(lr / (1.0 - std::pow(beta1, t))),
-                          static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t))),
-                          p.eps};
+  const AdamWScalars<T> s = adamw_scalars(p, p.step);
   const bool all_aligned = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   const int64_t n_vec = packed_count<T>(n, all_aligned);
-  adamw_kernel<T><<<blocks_for<T>(n, n_vec), kThreads, 0, stream>>>(param, grad, m, v, n, n_vec, s);
+  adamw_kernel<T><<<blocks_for<T>(n, n_vec), kThreads, 0, stream>>>(param, grad, m, v, n, n_vec, s, p, guard);
   EMBER_LAUNCH_CHECK("adamw_kernel");
 }
 
-template void sgd_step<float>(float*, const float*, float*, int64_t, SgdParams<float>, Stream);
-template void sgd_step<double>(double*, const double*, double*, int64_t, SgdParams<double>, Stream);
-template void adamw_step<float>(float*, const float*, float*, float*, int64_t, AdamWParams<float>, Stream);
-template void adamw_step<double>(double*, const double*, double*, double*, int64_t, AdamWParams<double>, Stream);
+template void sgd_step<float>(float*, const float*, float*, int64_t, SgdParams<float>, Stream, const GuardState*);
+template void sgd_step<double>(double*, const double*, double*, int64_t, SgdParams<double>, Stream, const GuardState*);
+template void adamw_step<float>(float*, const float*, float*, float*, int64_t, AdamWParams<float>, Stream,
+                                const GuardState*);
+template void adamw_step<double>(double*, const double*, double*, double*, int64_t, AdamWParams<double>, Stream,
+                                 const GuardState*);
 
 }  // namespace ember::kernels::cuda
