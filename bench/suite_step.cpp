@@ -1,13 +1,16 @@
 // step: one full training step of the 784-256-128-10 MLP (forward, cross-entropy, backward, SGD) on
-// the host, on the device with the batch already there, and on the device with the batch's H2D copy.
+// the host, on the device with the batch already there, and on the device with the batch's H2D copy;
+// and the non-finite guard's check of a step (ember train runs one per step), as a share of each step.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/suites.h"
 #include "core/cuda_runtime.h"
+#include "core/guard.h"
 #include "nn/nn.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
@@ -47,6 +50,13 @@ struct Trainer {
     optimizer->step();
     return l;
   }
+
+  // What ember train's guard checks after each step: the loss, then every gradient.
+  std::vector<Tensor> watched(const Tensor& l) const {
+    std::vector<Tensor> out{l};
+    for (const auto& p : model->parameters()) out.push_back(p->grad);
+    return out;
+  }
 };
 
 struct Batch {
@@ -77,6 +87,48 @@ Row step_row(int64_t B, const std::string& column, const std::string& device, co
   return r;
 }
 
+const char* kGuardTable = "non-finite guard: one check of a step's loss and 235,146 gradients (kernels/guard.h); "
+                          "its share of each step is in the notes of the step table";
+
+// Times NonFiniteGuard::check over a real step's tensors on `device`; the median, or nothing if unmeasured.
+std::optional<double> measure_guard(BenchContext& ctx, Device device, const Batch& batch) {
+  Row row;
+  row.suite = "step";
+  row.table = kGuardTable;
+  row.name = "guard_check";
+  row.label = "check";
+  row.column = device.is_cpu() ? "cpu" : "cuda";
+  row.device = device.is_cpu() ? "cpu" : "cuda";
+  row.timer = device.is_cpu() ? "steady_clock" : "cuda_events";
+  row.bytes = 4.0 * double(1 + weight_count() + 128 + 256 + 10);  // loss, weight and bias gradients, read once
+  if (device.is_cuda() && !ctx.cuda()) {
+    ctx.add(unmeasured(row, kNoCudaDevice));
+    return std::nullopt;
+  }
+  Trainer trainer(device);
+  const std::vector<Tensor> tensors = trainer.watched(trainer.step(batch.x.to(device), batch.y.to(device)));
+  NonFiniteGuard guard(device, NonFiniteGuard::Mode::Skip);
+  int64_t step = 0;
+  auto check = [&] { guard.check(++step, tensors); };
+  row = measured(row, device.is_cpu() ? sample_host(check, ctx.timing)
+                                      : sample_device(check, ctx.stream, ctx.timing, ctx.flusher.get()));
+  if (guard.report().count != 0) {  // a finite step must pass
+    ctx.fail(row, "the guard flagged a finite training step");
+    return std::nullopt;
+  }
+  ctx.add(row);
+  return row.stats->median;
+}
+
+// "guard check 0.8% of the step" on a measured step row.
+void add_guard_share(Row& step_row, std::optional<double> guard_seconds) {
+  if (!step_row.measured() || !guard_seconds) return;
+  const double pct = 100.0 * *guard_seconds / step_row.stats->median;
+  char text[64];
+  std::snprintf(text, sizeof text, "%s guard %.2f%% of the step", step_row.device.c_str(), pct);
+  step_row.extras.push_back({"guard_pct_of_step", pct, text});
+}
+
 void add_throughput(Row& row, int64_t B) {
   if (row.measured()) row.extras.push_back({"samples_per_s", double(B) / row.stats->median, ""});
 }
@@ -103,6 +155,9 @@ void run_step(BenchContext& ctx) {
   const std::vector<int64_t> batches =
       ctx.quick ? std::vector<int64_t>{32, 256, 2048} : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
   const Device gpu = Device::cuda(0);
+  ctx.progress("step: guard");
+  const std::optional<double> guard_cpu = measure_guard(ctx, Device::cpu(), make_batch(128));
+  const std::optional<double> guard_cuda = measure_guard(ctx, gpu, make_batch(128));
   for (int64_t B : batches) {
     ctx.progress("step: B=" + std::to_string(B));
     Batch batch = make_batch(B);
@@ -115,6 +170,7 @@ void run_step(BenchContext& ctx) {
       Trainer host(Device::cpu());
       cpu_row = measured(cpu_row, sample_host([&] { host.step(batch.x, batch.y); }, ctx.timing));
       add_throughput(cpu_row, B);
+      add_guard_share(cpu_row, guard_cpu);
     }
     ctx.add(cpu_row);
     if (!ctx.cuda()) {
@@ -132,6 +188,7 @@ void run_step(BenchContext& ctx) {
     Tensor x = batch.x.to(gpu), y = batch.y.to(gpu);
     cuda_row = measured(cuda_row, sample_device([&] { device.step(x, y); }, ctx.stream, ctx.timing, ctx.flusher.get()));
     add_throughput(cuda_row, B);
+    add_guard_share(cuda_row, guard_cuda);
     // The batch starts in pinned host memory, as the DataLoader leaves it; the wait at the end is
     // what a caller reading the result would pay.
     Tensor x_pinned = batch.x.pin_memory(), y_pinned = batch.y.pin_memory();
