@@ -1,8 +1,10 @@
-// CPU reductions against plain float64 loops: sum/mean, sum_rows (beta 0/1), argmax (ties, NaN), count_correct.
+// CPU reductions against plain float64 loops: sum/mean, sum_rows (beta 0/1, tall inputs), argmax (ties, NaN),
+// count_correct.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <type_traits>
@@ -54,7 +56,11 @@ TEST_CASE("cpu sum of nothing is zero", "[kernels]") {
 }
 
 TEMPLATE_TEST_CASE("cpu sum_rows matches a loop for beta 0 and 1", "[kernels]", float, double) {
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {1, 7}, {5, 1}, {3, 33}, {257, 300}, {64, 1000}};
+  // Beyond the small shapes: rows folded into runs (with rows left over), row counts that do not
+  // split into four streams evenly, tiles of columns with a partial last one, and no rows at all.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {1, 1},     {1, 7},     {5, 1},      {3, 33},      {257, 300}, {64, 1000}, {1000, 10},
+      {131, 1},   {37, 2500}, {10, 65536}, {16384, 256}, {65537, 3}, {0, 5}};
   for (auto [rows, cols] : shapes) {
     CAPTURE(rows, cols);
     auto x = random_values<TestType>(rows * cols, 7u, -1, 1);
@@ -74,6 +80,29 @@ TEMPLATE_TEST_CASE("cpu sum_rows matches a loop for beta 0 and 1", "[kernels]", 
     for (int64_t c = 0; c < cols; ++c) ref_acc[c] += static_cast<double>(prior[c]);
     REQUIRE_CLOSE(out, ref_acc, ember::test::reduce_tolerance<TestType>());
   }
+}
+
+TEST_CASE("cpu float sum_rows of tall inputs is within an ulp of float64 and deterministic", "[kernels]") {
+  // Float64 accumulation leaves only the final rounding to float: about 6e-8 relative. A float
+  // accumulator over 16384 rows would be off by orders of magnitude more.
+  const ember::test::Tolerance one_ulp{1e-9, 1.2e-7};
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{16384, 256}, {65536, 10}, {4099, 1500}}) {
+    CAPTURE(rows, cols);
+    auto x = random_values<float>(rows * cols, 21u, -1, 1);
+    std::vector<double> ref(static_cast<size_t>(cols), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) ref[c] += static_cast<double>(x[r * cols + c]);
+    std::vector<float> out(static_cast<size_t>(cols)), again(static_cast<size_t>(cols));
+    k::cpu::sum_rows(x.data(), rows, cols, 0.0f, out.data());
+    REQUIRE_CLOSE(out, ref, one_ulp);
+    k::cpu::sum_rows(x.data(), rows, cols, 0.0f, again.data());
+    REQUIRE(std::memcmp(out.data(), again.data(), out.size() * sizeof(float)) == 0);
+  }
+  // 0.1f down a million rows: a float running sum drifts by about 1%.
+  const int64_t rows = 1000000, cols = 3;
+  std::vector<float> x(static_cast<size_t>(rows * cols), 0.1f), out(cols);
+  k::cpu::sum_rows(x.data(), rows, cols, 0.0f, out.data());
+  REQUIRE_CLOSE(out, std::vector<double>(cols, 1e6 * static_cast<double>(0.1f)), (ember::test::Tolerance{0, 1e-7}));
 }
 
 TEMPLATE_TEST_CASE("cpu argmax_rows: first max on ties, NaN is largest", "[kernels]", float, double) {
