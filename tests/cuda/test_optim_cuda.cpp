@@ -13,57 +13,15 @@
 #include "kernels/optim.h"
 #include "support/compare.h"
 #include "support/data.h"
+#include "support/device_array.h"
 
 namespace {
 
 using ember::kernels::AdamWParams;
 using ember::kernels::SgdParams;
-using ember::kernels::Stream;
-using ember::test::Tolerance;
-
-template <typename T>
-constexpr Tolerance tolerance_for() {
-  return sizeof(T) == 4 ? ember::test::kF32 : ember::test::kF64;
-}
-
-// One device array of n elements starting `offset` elements past a cudaMalloc'd (256-byte aligned) base:
-// offset 1 breaks 16-byte alignment, so the launcher has to take the scalar path.
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray(int64_t n, int offset) : n_(n), offset_(offset) {
-    CUDA_CHECK(cudaMalloc(&base_, static_cast<size_t>(n + offset) * sizeof(T)));
-  }
-  ~DeviceArray() { cudaFree(base_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  T* get() { return base_ + offset_; }
-  void upload(const std::vector<T>& host) {
-    CUDA_CHECK(cudaMemcpy(get(), host.data(), static_cast<size_t>(n_) * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() {
-    std::vector<T> host(static_cast<size_t>(n_));
-    CUDA_CHECK(cudaMemcpy(host.data(), get(), static_cast<size_t>(n_) * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* base_ = nullptr;
-  int64_t n_;
-  int offset_;
-};
-
-class TestStream {
- public:
-  TestStream() { CUDA_CHECK(cudaStreamCreate(&stream_)); }
-  ~TestStream() { cudaStreamDestroy(stream_); }
-  Stream get() const { return stream_; }
-  void sync() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
+using ember::test::DeviceBuffer;
+using ember::test::TestStream;
+using ember::test::tolerance_for;
 
 const int64_t kSizes[] = {1, 3, 4, 5, 1023, (int64_t{1} << 20) + 3};
 
@@ -100,7 +58,7 @@ TEMPLATE_TEST_CASE("cuda sgd_step matches the CPU twin", "[cuda]", float, double
         std::vector<T> param = ember::test::random_values<T>(n, 1 + static_cast<uint32_t>(n), -1, 1);
         // NaN in the buffer: the first step must write it without reading it, on both sides.
         std::vector<T> buf(static_cast<size_t>(n), std::numeric_limits<T>::quiet_NaN());
-        DeviceArray<T> d_param(n, o.param), d_grad(n, o.grad), d_buf(n, o.state);
+        DeviceBuffer<T> d_param(n, o.param), d_grad(n, o.grad), d_buf(n, o.state);
         d_param.upload(param);
         d_buf.upload(buf);
         for (int step = 0; step < kSteps; ++step) {
@@ -130,7 +88,7 @@ TEMPLATE_TEST_CASE("cuda adamw_step matches the CPU twin", "[cuda]", float, doub
       INFO("n = " << n << ", " << o.name);
       std::vector<T> param = ember::test::random_values<T>(n, 3 + static_cast<uint32_t>(n), -1, 1);
       std::vector<T> m(static_cast<size_t>(n), T(0)), v(static_cast<size_t>(n), T(0));
-      DeviceArray<T> d_param(n, o.param), d_grad(n, o.grad), d_m(n, o.state), d_v(n, o.state);
+      DeviceBuffer<T> d_param(n, o.param), d_grad(n, o.grad), d_m(n, o.state), d_v(n, o.state);
       d_param.upload(param);
       d_m.upload(m);
       d_v.upload(v);
@@ -151,7 +109,7 @@ TEMPLATE_TEST_CASE("cuda adamw_step matches the CPU twin", "[cuda]", float, doub
 }
 
 TEST_CASE("cuda optimizer launchers reject invalid hyper-parameters before launching", "[cuda]") {
-  DeviceArray<float> d(1, 0);
+  DeviceBuffer<float> d(1, 0);
   REQUIRE_THROWS_AS(ember::kernels::cuda::sgd_step<float>(d.get(), d.get(), d.get(), 1,
                                                           {0.1f, 0.9f, 0.1f, 0, true, true}, nullptr),
                     ember::ValueError);

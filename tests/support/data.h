@@ -33,6 +33,12 @@ Tolerance reduce_tolerance() {
   else return kF64;
 }
 
+// Elementwise kernels (optimizer updates): the plain tolerance of the element type.
+template <typename T>
+constexpr Tolerance tolerance_for() {
+  return sizeof(T) == 4 ? kF32 : kF64;
+}
+
 // GEMM's error grows with the reduction length K in float; float64 stays tight.
 template <typename T>
 Tolerance gemm_tolerance(int64_t K) {
