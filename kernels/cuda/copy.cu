@@ -1,6 +1,7 @@
 // CUDA copy kernels: strided gather into contiguous memory, and dtype casts.
 #include "core/cuda_check.h"
 #include "kernels/copy.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -39,14 +40,14 @@ __global__ void cast_kernel(const Src* src, Dst* dst, int64_t n, double scale) {
 template <typename T>
 void strided_copy(const T* src, StridedLayout layout, T* dst, int64_t n, Stream stream) {
   if (n <= 0) return;
-  strided_copy_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(src, layout, dst, n);
+  launch_kernel<strided_copy_kernel<T>>(grid_for(n, kThreads), kThreads, 0, stream, src, layout, dst, n);
   EMBER_LAUNCH_CHECK("strided_copy_kernel");
 }
 
 template <typename Src, typename Dst>
 void cast(const Src* src, Dst* dst, int64_t n, double scale, Stream stream) {
   if (n <= 0) return;
-  cast_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(src, dst, n, scale);
+  launch_kernel<cast_kernel<Src, Dst>>(grid_for(n, kThreads), kThreads, 0, stream, src, dst, n, scale);
   EMBER_LAUNCH_CHECK("cast_kernel");
 }
 

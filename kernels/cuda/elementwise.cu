@@ -1,6 +1,7 @@
 // CUDA elementwise kernels: grid-stride loops over contiguous arrays (memory-bound; one pass each).
 #include "core/cuda_check.h"
 #include "kernels/elementwise.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -20,7 +21,7 @@ __global__ void map_kernel(int64_t n, Op op) {
 template <typename Op>
 void launch_map(int64_t n, Stream stream, Op op, const char* name) {
   if (n <= 0) return;
-  map_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(n, op);
+  launch_kernel<map_kernel<Op>>(grid_for(n, kThreads), kThreads, 0, stream, n, op);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) ::ember::detail::cuda_fail(err, name, __FILE__, __LINE__);
 }

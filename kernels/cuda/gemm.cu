@@ -14,6 +14,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels {
 
@@ -237,8 +238,9 @@ void launch(int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, c
   const int64_t tiles_m = (M + Cfg::BM - 1) / Cfg::BM, tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
   EMBER_CHECK(tiles_m <= INT_MAX / tiles_n, ValueError, "cuda::gemm: a ", M, "x", N, " output needs ", tiles_m, "x",
               tiles_n, " tiles, more than one launch can hold");
-  gemm_kernel<T, Cfg, kTransA, kTransB, kVec><<<static_cast<unsigned>(tiles_m * tiles_n), Cfg::kThreads, 0, stream>>>(
-      M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, c_vec, tiles_n);
+  launch_kernel<gemm_kernel<T, Cfg, kTransA, kTransB, kVec>>(static_cast<unsigned>(tiles_m * tiles_n), Cfg::kThreads, 0,
+                                                             stream, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,
+                                                             relu, c_vec, tiles_n);
   EMBER_LAUNCH_CHECK("gemm_kernel");
 }
 
@@ -353,7 +355,8 @@ template <typename T>
 void launch_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, bool scale_c, T beta, const T *bias, bool relu,
                      Stream stream) {
   constexpr int kThreads = 256;
-  epilogue_kernel<T><<<grid_for(M * N, kThreads), kThreads, 0, stream>>>(M, N, C, ldc, scale_c, beta, bias, relu);
+  launch_kernel<epilogue_kernel<T>>(grid_for(M * N, kThreads), kThreads, 0, stream, M, N, C, ldc, scale_c, beta, bias,
+                                    relu);
   EMBER_LAUNCH_CHECK("epilogue_kernel");
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/cuda_check.h"
 #include "kernels/guard.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -53,7 +54,7 @@ void check_finite(const GuardTensors<T>& list, int64_t step, bool sticky, GuardS
     launched.numel[0] = 0;
   }
   const dim3 grid(grid_for(longest, kThreads, kMaxBlocksPerTensor), static_cast<unsigned>(launched.count));
-  check_finite_kernel<T><<<grid, kThreads, 0, stream>>>(launched, step, sticky, state, report);
+  launch_kernel<check_finite_kernel<T>>(grid, kThreads, 0, stream, launched, step, sticky, state, report);
   EMBER_LAUNCH_CHECK("check_finite_kernel");
 }
 

@@ -6,6 +6,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "kernels/optim.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -149,8 +150,8 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
                         use_momentum,   p.first_step, p.nesterov};
   const bool all_aligned = aligned16(param) && aligned16(grad) && (!use_momentum || aligned16(momentum_buf));
   const int64_t n_vec = packed_count<T>(n, all_aligned);
-  sgd_kernel<T><<<blocks_for<T>(n, n_vec), kThreads, 0, stream>>>(param, grad, use_momentum ? momentum_buf : nullptr,
-                                                                  n, n_vec, s, guard);
+  launch_kernel<sgd_kernel<T>>(blocks_for<T>(n, n_vec), kThreads, 0, stream, param, grad,
+                               use_momentum ? momentum_buf : nullptr, n, n_vec, s, guard);
   EMBER_LAUNCH_CHECK("sgd_kernel");
 }
 
@@ -163,7 +164,8 @@ void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p
   const AdamWScalars<T> s = adamw_scalars(p, p.step);
   const bool all_aligned = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   const int64_t n_vec = packed_count<T>(n, all_aligned);
-  adamw_kernel<T><<<blocks_for<T>(n, n_vec), kThreads, 0, stream>>>(param, grad, m, v, n, n_vec, s, p, guard);
+  launch_kernel<adamw_kernel<T>>(blocks_for<T>(n, n_vec), kThreads, 0, stream, param, grad, m, v, n, n_vec, s, p,
+                                 guard);
   EMBER_LAUNCH_CHECK("adamw_kernel");
 }
 

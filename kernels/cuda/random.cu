@@ -2,6 +2,7 @@
 #include "core/cuda_check.h"
 #include "kernels/philox.h"
 #include "kernels/random.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -52,21 +53,21 @@ __global__ void dropout_mask_kernel(T* mask, int64_t n, uint64_t seed, uint64_t 
 template <typename T>
 void uniform(T* out, int64_t n, uint64_t seed, uint64_t offset, T low, T high, Stream stream) {
   if (n <= 0) return;
-  uniform_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, n, seed, offset, low, high);
+  launch_kernel<uniform_kernel<T>>(grid_for(n, kThreads), kThreads, 0, stream, out, n, seed, offset, low, high);
   EMBER_LAUNCH_CHECK("uniform_kernel");
 }
 
 template <typename T>
 void normal(T* out, int64_t n, uint64_t seed, uint64_t offset, T mean, T std, Stream stream) {
   if (n <= 0) return;
-  normal_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, n, seed, offset, mean, std);
+  launch_kernel<normal_kernel<T>>(grid_for(n, kThreads), kThreads, 0, stream, out, n, seed, offset, mean, std);
   EMBER_LAUNCH_CHECK("normal_kernel");
 }
 
 template <typename T>
 void dropout_mask(T* mask, int64_t n, uint64_t seed, uint64_t offset, T p, Stream stream) {
   if (n <= 0) return;
-  dropout_mask_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(mask, n, seed, offset, p);
+  launch_kernel<dropout_mask_kernel<T>>(grid_for(n, kThreads), kThreads, 0, stream, mask, n, seed, offset, p);
   EMBER_LAUNCH_CHECK("dropout_mask_kernel");
 }
 

@@ -7,6 +7,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "kernels/reduce.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -161,14 +162,14 @@ template <typename T> void sum(const T* x, int64_t n, T scale, T* out, T* worksp
   EMBER_ASSERT(n >= 0, "sum over a negative count ", n);
   const auto blocks = static_cast<unsigned>(sum_blocks(n));
   if (blocks == 1) {  // small n: one launch, no partials
-    block_sum_kernel<T><<<1, kSumThreads, 0, stream>>>(x, n, scale, out);
+    launch_kernel<block_sum_kernel<T>>(1, kSumThreads, 0, stream, x, n, scale, out);
     EMBER_LAUNCH_CHECK("block_sum_kernel");
     return;
   }
   EMBER_ASSERT(workspace != nullptr, "sum of ", n, " elements needs a workspace of ", blocks, " elements");
-  block_sum_kernel<T><<<blocks, kSumThreads, 0, stream>>>(x, n, T(1), workspace);
+  launch_kernel<block_sum_kernel<T>>(blocks, kSumThreads, 0, stream, x, n, T(1), workspace);
   EMBER_LAUNCH_CHECK("block_sum_kernel (partials)");
-  block_sum_kernel<T><<<1, kSumThreads, 0, stream>>>(workspace, static_cast<int64_t>(blocks), scale, out);
+  launch_kernel<block_sum_kernel<T>>(1, kSumThreads, 0, stream, workspace, static_cast<int64_t>(blocks), scale, out);
   EMBER_LAUNCH_CHECK("block_sum_kernel (final)");
 }
 
@@ -176,14 +177,14 @@ template <typename T> void sum_rows(const T* x, int64_t rows, int64_t cols, T be
   if (cols <= 0) return;
   const dim3 block(kColumnTile, kRowSlices);
   const unsigned grid = grid_for(cols, kColumnTile);
-  sum_rows_kernel<T><<<grid, block, 0, stream>>>(x, rows, cols, beta, out);
+  launch_kernel<sum_rows_kernel<T>>(grid, block, 0, stream, x, rows, cols, beta, out);
   EMBER_LAUNCH_CHECK("sum_rows_kernel");
 }
 
 template <typename T> void argmax_rows(const T* x, int64_t rows, int64_t cols, int64_t* out, Stream stream) {
   if (rows <= 0) return;
   EMBER_ASSERT(cols > 0, "argmax_rows over rows with no columns");
-  argmax_rows_kernel<T><<<grid_for(rows, kArgmaxWarps), kArgmaxWarps * 32, 0, stream>>>(x, rows, cols, out);
+  launch_kernel<argmax_rows_kernel<T>>(grid_for(rows, kArgmaxWarps), kArgmaxWarps * 32, 0, stream, x, rows, cols, out);
   EMBER_LAUNCH_CHECK("argmax_rows_kernel");
 }
 
@@ -194,8 +195,8 @@ void count_correct(const T* logits, const L* labels, int64_t rows, int64_t cols,
   CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(int64_t), stream));
   if (rows <= 0) return;
   EMBER_ASSERT(cols > 0, "count_correct over rows with no columns");
-  count_correct_kernel<T, L><<<grid_for(rows, kArgmaxWarps), kArgmaxWarps * 32, 0, stream>>>(
-      logits, labels, rows, cols, reinterpret_cast<unsigned long long*>(out));
+  launch_kernel<count_correct_kernel<T, L>>(grid_for(rows, kArgmaxWarps), kArgmaxWarps * 32, 0, stream, logits, labels,
+                                            rows, cols, reinterpret_cast<unsigned long long*>(out));
   EMBER_LAUNCH_CHECK("count_correct_kernel");
 }
 

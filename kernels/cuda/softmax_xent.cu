@@ -9,6 +9,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "kernels/softmax_xent.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -241,16 +242,16 @@ void launch_forward(const T* x, const L* labels, T* y, T* loss, int64_t rows, in
   if (rows <= 0) return;
   EMBER_CHECK(cols > 0, ValueError, "softmax over rows with no columns (", rows, " rows, 0 columns)");
   if (cols > kMaxWarpCols) {
-    forward_row_kernel<T, L, kMode><<<grid_for(rows, 1), kRowKernelThreads, 0, stream>>>(x, labels, y, loss, rows,
-                                                                                           cols, bad_row);
+    launch_kernel<forward_row_kernel<T, L, kMode>>(grid_for(rows, 1), kRowKernelThreads, 0, stream, x, labels, y, loss,
+                                                   rows, cols, bad_row);
     EMBER_LAUNCH_CHECK("forward_row_kernel");
     return;
   }
   dispatch_warp_shape(cols, [&](auto width, auto per_lane) {
     constexpr int kWidth = decltype(width)::value, kPerLane = decltype(per_lane)::value;
     const unsigned grid = grid_for(rows, kWarpKernelThreads / kWidth);
-    forward_warp_kernel<T, L, kMode, kWidth, kPerLane>
-        <<<grid, kWarpKernelThreads, 0, stream>>>(x, labels, y, loss, rows, cols, bad_row);
+    launch_kernel<forward_warp_kernel<T, L, kMode, kWidth, kPerLane>>(grid, kWarpKernelThreads, 0, stream, x, labels, y,
+                                                                      loss, rows, cols, bad_row);
     EMBER_LAUNCH_CHECK("forward_warp_kernel");
   });
 }
@@ -259,14 +260,16 @@ template <Backward kMode, typename T>
 void launch_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t cols, Stream stream) {
   if (rows <= 0 || cols <= 0) return;
   if (cols > kMaxWarpCols) {
-    backward_row_kernel<T, kMode><<<grid_for(rows, 1), kRowKernelThreads, 0, stream>>>(y, dy, dx, rows, cols);
+    launch_kernel<backward_row_kernel<T, kMode>>(grid_for(rows, 1), kRowKernelThreads, 0, stream, y, dy, dx, rows,
+                                                 cols);
     EMBER_LAUNCH_CHECK("backward_row_kernel");
     return;
   }
   dispatch_warp_shape(cols, [&](auto width, auto per_lane) {
     constexpr int kWidth = decltype(width)::value, kPerLane = decltype(per_lane)::value;
     const unsigned grid = grid_for(rows, kWarpKernelThreads / kWidth);
-    backward_warp_kernel<T, kMode, kWidth, kPerLane><<<grid, kWarpKernelThreads, 0, stream>>>(y, dy, dx, rows, cols);
+    launch_kernel<backward_warp_kernel<T, kMode, kWidth, kPerLane>>(grid, kWarpKernelThreads, 0, stream, y, dy, dx,
+                                                                    rows, cols);
     EMBER_LAUNCH_CHECK("backward_warp_kernel");
   });
 }
@@ -301,8 +304,8 @@ template <typename T, typename L>
 void softmax_xent_backward(const T* probs, const L* labels, T grad_scale, T* grad_logits, int64_t rows, int64_t cols,
                            Stream stream) {
   if (rows <= 0 || cols <= 0) return;
-  xent_backward_kernel<T, L><<<grid_for(rows * cols, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-      probs, labels, grad_scale, grad_logits, rows, cols);
+  launch_kernel<xent_backward_kernel<T, L>>(grid_for(rows * cols, kElementwiseThreads), kElementwiseThreads, 0, stream,
+                                            probs, labels, grad_scale, grad_logits, rows, cols);
   EMBER_LAUNCH_CHECK("xent_backward_kernel");
 }
 
