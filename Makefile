@@ -13,7 +13,7 @@ ifneq ($(NVCC),)
 endif
 TRAIN_ARGS ?=
 
-.PHONY: all deps configure build test test-sanitize fuzz-deps fuzz fuzz-smoke train demo gpu-stage gpu-check clean
+.PHONY: all deps configure build test test-sanitize test-emulated fuzz-deps fuzz fuzz-smoke train demo gpu-stage gpu-check clean
 
 all: build
 
@@ -50,6 +50,17 @@ test-sanitize: deps
 	@cmake --build build-sanitize -j $(JOBS)
 	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# Every CUDA test on ember's emulated CUDA device (docs/emulation.md): the .cu sources built by g++ and run on CPU
+# fibers, under AddressSanitizer + UndefinedBehaviorSanitizer; no GPU, driver or nvcc needed (CI's second stage).
+EMULATED_PACKAGES := libboost-context-dev
+test-emulated: deps
+	$(call install_missing,$(EMULATED_PACKAGES))
+	@cmake -S . -B build-emulated -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_CUDA=EMULATED -DEMBER_SANITIZE=ON >/dev/null
+	@cmake --build build-emulated -j $(JOBS) --target ember ember_cuda_tests ember_emu_tests
+	cd build-emulated && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest -L cuda --output-on-failure -j $(JOBS)
+	@echo "ember: $$(cd build-emulated && ctest -N -L cuda | tail -1 | sed 's/Total Tests: //') CUDA test cases ran on the emulated device"
 
 # libFuzzer on the IDX and safetensors readers (clang, ASan + UBSan), FUZZ_SECONDS each, one after the
 # other; scripts/fuzz --help for the rest (--smoke is CI's 30-second run). Findings land in build-fuzz/artifacts.
