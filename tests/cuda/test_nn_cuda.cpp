@@ -109,11 +109,17 @@ TEST_CASE("Training on CUDA follows the CPU loss curve from the same seed", "[cu
       opt.step();
     }
   }
-  for (size_t i = 0; i < curves[0].size(); ++i) {
+  // Sums run in another order on the GPU, so the curves agree closely but not bit for bit. Past ~110 steps this
+  // full-batch AdamW starts to oscillate (step-to-step swings of 1e-2), and 1e-7 rounding differences grow as in
+  // any chaotic run (seen on the emulated device, 2026-12-03): tight for 100 steps, then the same end point.
+  for (size_t i = 0; i < 100; ++i) {
     INFO("step " << i << ": cpu " << curves[0][i] << " cuda " << curves[1][i]);
-    // Sums run in another order on the GPU, so the curves agree closely but not bit for bit.
-    REQUIRE(std::fabs(curves[0][i] - curves[1][i]) <= 2e-3 + 1e-2 * std::fabs(curves[0][i]));
+    REQUIRE(std::fabs(curves[0][i] - curves[1][i]) <= 1e-5 + 1e-4 * std::fabs(curves[0][i]));
   }
+  const float cpu_end = curves[0].back(), cuda_end = curves[1].back();
+  INFO("final loss: cpu " << cpu_end << " cuda " << cuda_end << ", first " << curves[0].front());
+  REQUIRE(std::fabs(cpu_end - cuda_end) <= 0.05f * cpu_end);
+  REQUIRE(cuda_end < 0.7f * curves[1].front());
 }
 
 TEST_CASE("A label out of range on CUDA is a ValueError at the next synchronisation", "[cuda]") {
