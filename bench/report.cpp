@@ -79,7 +79,8 @@ std::string format_suite(const Report& report, const std::string& suite) {
     bool any_notes = !notes.empty();
     std::vector<std::vector<std::string>> lines;
     std::vector<std::string> header = {""};
-    header.insert(header.end(), columns.begin(), columns.end());
+    for (const std::string& c : columns)  // every device figure of an emulated run says so
+      header.push_back(report.device.emulated && c.rfind("cpu", 0) != 0 ? c + " [emulated]" : c);
     if (any_notes) header.push_back("notes");
     lines.push_back(header);
     for (const std::string& label : labels) {
@@ -114,6 +115,9 @@ std::string format_report(const Report& report) {
     out << "device: " << report.device.name << " (sm_" << report.device.major << report.device.minor << ", "
         << report.device.multiprocessors << " SMs, L2 " << format_bytes(double(report.device.l2_bytes)) << ")"
         << (report.flush_l2 ? ", L2 flushed before each repetition" : "") << '\n';
+    if (report.device.emulated)
+      out << "        EMULATED: the [emulated] columns time ember's CUDA emulator on this CPU; they check that the "
+             "device paths run, and say nothing about GPU performance\n";
   } else {
     out << "device: " << kNoCudaDevice << " (" << report.device.reason << ")\n";
   }
@@ -124,7 +128,10 @@ std::string format_report(const Report& report) {
     out << "\n== " << suite << " ==\n" << format_suite(report, suite);
   }
   bool crossover = std::find(report.suites.begin(), report.suites.end(), "crossover") != report.suites.end();
-  if (crossover) {
+  if (crossover && report.device.emulated) {
+    out << "\n== crossover ==\nnot reported: the device is ember's CUDA emulator on the CPU, which has no crossover "
+           "with the host worth a number\n";
+  } else if (crossover) {
     out << "\n== crossover: the smallest measured size at which the device beats the host ==\n";
     std::vector<std::vector<std::string>> lines = {
         {"op", "device + copies (pinned H2D in, D2H out)", "data already on device",
@@ -163,7 +170,7 @@ nlohmann::ordered_json report_json(const Report& report) {
     j["device"] = {{"available", true},       {"name", d.name},
                    {"compute_capability", std::to_string(d.major) + "." + std::to_string(d.minor)},
                    {"multiprocessors", d.multiprocessors}, {"total_memory_bytes", d.total_memory},
-                   {"l2_bytes", d.l2_bytes}};
+                   {"l2_bytes", d.l2_bytes},       {"emulated", d.emulated}};
   else
     j["device"] = {{"available", false}, {"reason", d.reason}};
   json results = json::array();
@@ -178,6 +185,7 @@ nlohmann::ordered_json report_json(const Report& report) {
                       {"min_s", r.stats->min},       {"cv", r.stats->cv},     {"reps", r.stats->reps}};
     else
       row["stats"] = nullptr;
+    row["emulated"] = d.emulated && r.device != "cpu";
     row["gb_per_s"] = optional(r.gb_per_s());
     row["gflop_per_s"] = optional(r.gflop_per_s());
     row["reason"] = r.measured() ? json(nullptr) : json(r.reason);

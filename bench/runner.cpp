@@ -58,6 +58,7 @@ DeviceInfo device_info() {
   d.major = p.major, d.minor = p.minor, d.multiprocessors = p.multiprocessors;
   d.total_memory = p.total_memory;
   d.l2_bytes = cuda::runtime::l2_cache_bytes(0);
+  d.emulated = cuda::is_emulated();
   return d;
 }
 

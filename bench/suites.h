@@ -49,6 +49,7 @@ struct DeviceInfo {
   std::string name;
   int major = 0, minor = 0, multiprocessors = 0;
   int64_t total_memory = 0, l2_bytes = 0;
+  bool emulated = false;  // ember's emulated device: its figures are CPU time, never GPU performance
 };
 
 struct Report {

@@ -26,7 +26,7 @@ Device Device::parse(std::string_view text) {
   throw bad("unknown device type");
 }
 
-Device Device::best() { return cuda::is_available() ? cuda(0) : cpu(); }
+Device Device::best() { return cuda::is_available() && !cuda::is_emulated() ? cuda(0) : cpu(); }
 
 std::string Device::str() const {
   switch (type) {

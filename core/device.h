@@ -23,7 +23,8 @@ struct Device {
   // "cpu", "cuda", "cuda:1", "meta". Throws ValueError on anything else. Does not check that the
   // GPU exists: that happens when memory is first allocated on it (see cuda::require()).
   static Device parse(std::string_view text);
-  // cuda:0 when a usable GPU exists, else cpu: torch.device("cuda" if available else "cpu").
+  // cuda:0 when a usable GPU exists, else cpu: torch.device("cuda" if available else "cpu"). The emulated
+  // device (-DEMBER_CUDA=EMULATED) is usable but never the best: it is always slower than the host.
   static Device best();
 
   bool is_cpu() const { return type == DeviceType::CPU; }
@@ -46,6 +47,10 @@ struct DeviceProperties {
   int driver_version = 0;    // e.g. 13000
   int runtime_version = 0;
 };
+
+// True in a -DEMBER_CUDA=EMULATED build: cuda:N is ember's emulated device on the CPU, not a GPU, and nothing
+// timed on it is GPU performance (docs/emulation.md).
+constexpr bool is_emulated() { return EMBER_CUDA_EMULATED != 0; }
 
 // Number of usable GPUs; 0 without a driver or GPU, never throws.
 int device_count();
