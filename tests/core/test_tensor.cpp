@@ -105,7 +105,7 @@ TEST_CASE("view, reshape, flatten, transpose, slice share storage with the right
   CHECK_THROWS_AS(m.size(2), ShapeError);
 }
 
-TEST_CASE("clone copies; copy_from checks shape and dtype", "[core]") {
+TEST_CASE("clone copies, and copy_from checks shape and dtype", "[core]") {
   Tensor a = Tensor::arange(4);
   Tensor b = a.clone();
   CHECK(b.storage() != a.storage());
@@ -119,7 +119,7 @@ TEST_CASE("clone copies; copy_from checks shape and dtype", "[core]") {
   CHECK_THROWS_AS(wrong_dtype.copy_from(a), DTypeError);
 }
 
-TEST_CASE("to(dtype) casts; item and to_vector check the dtype", "[core]") {
+TEST_CASE("to(dtype) casts, and item and to_vector check the dtype", "[core]") {
   Tensor f = Tensor::from_vector<float>({1.5f, -2.7f, 3.f}, {3});
   CHECK(f.to(DType::I32).to_vector<int32_t>() == std::vector<int32_t>{1, -2, 3});
   CHECK(f.to(DType::F64).to_vector<double>()[0] == 1.5);

@@ -89,7 +89,7 @@ TEST_CASE("Linear initialises like PyTorch from the seeded generator", "[nn]") {
   CHECK_THROWS_AS(Linear(0, 3), ValueError);
 }
 
-TEST_CASE("backward adds to parameter gradients; zero_grad clears them", "[nn]") {
+TEST_CASE("backward adds to parameter gradients and zero_grad clears them", "[nn]") {
   manual_seed(1);
   auto model = mlp(6, 5, 3, DType::F64);
   Tensor x = Tensor::randn({4, 6}, 9, DType::F64);
@@ -138,7 +138,7 @@ TEST_CASE("forward checks the input's device, features and dtype, naming the mod
   CHECK_THROWS_AS(model->forward(Tensor::ones({3, 8}, DType::F64)), DTypeError);
 }
 
-TEST_CASE("to(device) moves parameters and grads in place; handles held elsewhere see it", "[nn]") {
+TEST_CASE("to(device) moves parameters and grads in place, and handles held elsewhere see it", "[nn]") {
   auto model = mlp(8, 4, 2);
   nn::ParameterPtr held = model->parameters()[0];
   TransferLedger::global().reset();
