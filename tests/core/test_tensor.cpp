@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -103,6 +104,22 @@ TEST_CASE("view, reshape, flatten, transpose, slice share storage with the right
   CHECK_THROWS_AS(m.slice(0, 0, 1, 0), ValueError);
   CHECK(m.size(-1) == 4);
   CHECK_THROWS_AS(m.size(2), ShapeError);
+}
+
+TEST_CASE("slice with a step that does not divide the range keeps the last partial step, as Python does", "[core]") {
+  Tensor m = Tensor::arange(12).view({3, 4});
+  CHECK(m.slice(1, 0, 4, 3).shape() == Shape{3, 2});  // columns 0, 3
+  CHECK(m.slice(1, 0, 4, 3).to_vector<float>() == std::vector<float>{0, 3, 4, 7, 8, 11});
+  CHECK(m.slice(1, 1, 4, 2).to_vector<float>() == std::vector<float>{1, 3, 5, 7, 9, 11});
+  CHECK(m.slice(0, 0, 3, 2).to_vector<float>() == std::vector<float>{0, 1, 2, 3, 8, 9, 10, 11});
+  CHECK(m.slice(1, 2, 100, 5).to_vector<float>() == std::vector<float>{2, 6, 10});  // a step beyond the end
+  Tensor v = Tensor::arange(10);
+  for (int64_t step = 1; step <= 11; ++step) {
+    INFO("step=" << step);
+    std::vector<float> expected;  // Python's list(range(1, 9, step))
+    for (int64_t i = 1; i < 9; i += step) expected.push_back(float(i));
+    CHECK(v.slice(0, 1, 9, step).to_vector<float>() == expected);
+  }
 }
 
 TEST_CASE("clone copies, and copy_from checks shape and dtype", "[core]") {
