@@ -19,6 +19,10 @@ TEST_CASE("Factories fill the values they promise", "[core]") {
   CHECK(Tensor::arange(5).to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
   CHECK(Tensor::arange(1, 2, 0.25, DType::F64).to_vector<double>() == std::vector<double>{1, 1.25, 1.5, 1.75});
   CHECK(Tensor::arange(3, 0, -1, DType::I32).to_vector<int32_t>() == std::vector<int32_t>{3, 2, 1});
+  // A step that does not divide the range still reaches the last value below end: ceil((end - start) / step).
+  CHECK(Tensor::arange(0, 10, 3, DType::I32).to_vector<int32_t>() == std::vector<int32_t>{0, 3, 6, 9});
+  CHECK(Tensor::arange(5, 0, -2, DType::I64).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
+  CHECK(Tensor::arange(0, 1, 0.3, DType::F64).numel() == 4);
   CHECK(Tensor::arange(0).numel() == 0);
   CHECK_THROWS_AS(Tensor::arange(0, 1, 0), ValueError);
 
