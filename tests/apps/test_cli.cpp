@@ -38,7 +38,7 @@ fs::path fresh_dir(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("ember train on 2000 samples writes checkpoints and metrics; eval and predict read them", "[apps]") {
+TEST_CASE("ember train on 2000 samples writes checkpoints and metrics that eval and predict read", "[apps]") {
   if (!have_dataset()) {
     WARN("dataset-fashion-mnist is not installed; `make test` installs it");
     return;

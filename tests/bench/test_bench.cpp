@@ -136,7 +136,7 @@ TEST_CASE("sample_host batches calls far shorter than min_sample_seconds into on
   CHECK(calls == 1 + 20 * batch);
 }
 
-TEST_CASE("Row derives GB/s and GFLOP/s from what it counts; an unmeasured row has none", "[bench]") {
+TEST_CASE("Row derives GB/s and GFLOP/s from what it counts, and an unmeasured row has none", "[bench]") {
   Row r = timed_row("ops", "add", 1, "cpu", 0.5);
   r.bytes = 1e9;
   REQUIRE(r.gb_per_s().has_value());

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -18,6 +19,10 @@ TEST_CASE("Factories fill the values they promise", "[core]") {
   CHECK(Tensor::arange(5).to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
   CHECK(Tensor::arange(1, 2, 0.25, DType::F64).to_vector<double>() == std::vector<double>{1, 1.25, 1.5, 1.75});
   CHECK(Tensor::arange(3, 0, -1, DType::I32).to_vector<int32_t>() == std::vector<int32_t>{3, 2, 1});
+  // A step that does not divide the range still reaches the last value below end: ceil((end - start) / step).
+  CHECK(Tensor::arange(0, 10, 3, DType::I32).to_vector<int32_t>() == std::vector<int32_t>{0, 3, 6, 9});
+  CHECK(Tensor::arange(5, 0, -2, DType::I64).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
+  CHECK(Tensor::arange(0, 1, 0.3, DType::F64).numel() == 4);
   CHECK(Tensor::arange(0).numel() == 0);
   CHECK_THROWS_AS(Tensor::arange(0, 1, 0), ValueError);
 
@@ -105,7 +110,23 @@ TEST_CASE("view, reshape, flatten, transpose, slice share storage with the right
   CHECK_THROWS_AS(m.size(2), ShapeError);
 }
 
-TEST_CASE("clone copies; copy_from checks shape and dtype", "[core]") {
+TEST_CASE("slice with a step that does not divide the range keeps the last partial step, as Python does", "[core]") {
+  Tensor m = Tensor::arange(12).view({3, 4});
+  CHECK(m.slice(1, 0, 4, 3).shape() == Shape{3, 2});  // columns 0, 3
+  CHECK(m.slice(1, 0, 4, 3).to_vector<float>() == std::vector<float>{0, 3, 4, 7, 8, 11});
+  CHECK(m.slice(1, 1, 4, 2).to_vector<float>() == std::vector<float>{1, 3, 5, 7, 9, 11});
+  CHECK(m.slice(0, 0, 3, 2).to_vector<float>() == std::vector<float>{0, 1, 2, 3, 8, 9, 10, 11});
+  CHECK(m.slice(1, 2, 100, 5).to_vector<float>() == std::vector<float>{2, 6, 10});  // a step beyond the end
+  Tensor v = Tensor::arange(10);
+  for (int64_t step = 1; step <= 11; ++step) {
+    INFO("step=" << step);
+    std::vector<float> expected;  // Python's list(range(1, 9, step))
+    for (int64_t i = 1; i < 9; i += step) expected.push_back(float(i));
+    CHECK(v.slice(0, 1, 9, step).to_vector<float>() == expected);
+  }
+}
+
+TEST_CASE("clone copies, and copy_from checks shape and dtype", "[core]") {
   Tensor a = Tensor::arange(4);
   Tensor b = a.clone();
   CHECK(b.storage() != a.storage());
@@ -119,7 +140,7 @@ TEST_CASE("clone copies; copy_from checks shape and dtype", "[core]") {
   CHECK_THROWS_AS(wrong_dtype.copy_from(a), DTypeError);
 }
 
-TEST_CASE("to(dtype) casts; item and to_vector check the dtype", "[core]") {
+TEST_CASE("to(dtype) casts, and item and to_vector check the dtype", "[core]") {
   Tensor f = Tensor::from_vector<float>({1.5f, -2.7f, 3.f}, {3});
   CHECK(f.to(DType::I32).to_vector<int32_t>() == std::vector<int32_t>{1, -2, 3});
   CHECK(f.to(DType::F64).to_vector<double>()[0] == 1.5);

@@ -1,7 +1,8 @@
 // Main of the CUDA tests: exits 77 (CTest: Skipped) when no GPU is usable, unless
-// EMBER_REQUIRE_CUDA=1 (the GPU check), which turns a missing GPU into a failure.
+// EMBER_REQUIRE_CUDA=1 (the GPU check), which turns a missing GPU into a failure. Catch2 runs with the
+// strict warnings of support/strict_session.h.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "support/strict_session.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
                 ember::cuda::unavailable_reason().c_str());
     return required ? 1 : 77;
   }
-  int failed = Catch::Session().run(argc, argv);
+  int failed = ember::test::run_strict_session(argc, argv);
   // Give every cached device allocation and the cuBLAS handles back, so compute-sanitizer's leak
   // check reports only real leaks.
   ember::kernels::cuda::release_cublas_handles();

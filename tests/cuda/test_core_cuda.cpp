@@ -74,7 +74,7 @@ TEST_CASE("A real device mismatch throws before any kernel runs", "[cuda]") {
   CHECK_THROWS_AS(ops::add_bias(b.view({1, 4}), a), DeviceMismatchError);
 }
 
-TEST_CASE("Out of memory says requested, free, total and cached; the next allocation works", "[cuda]") {
+TEST_CASE("Out of memory says requested, free, total and cached, and the next allocation works", "[cuda]") {
   Tensor keep = Tensor::zeros({1024}, DType::F32, kGpu);
   keep = Tensor();  // one cached block
   const int64_t huge = int64_t(1) << 48;  // 256 TiB

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -104,6 +105,35 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors", "[kernels]
   CHECK(r.v[1] == 0xe169c58du);
   CHECK(r.v[2] == 0xbc57ac4cu);
   CHECK(r.v[3] == 0x9b00dbd8u);
+}
+
+// kernels/random.h fixes which stream words each value uses; the moments above cannot see two normals sharing a word.
+TEST_CASE("CPU random kernels use the stream words random.h names: offset + i, normal offset + 2i and 2i + 1",
+          "[kernels]") {
+  const uint64_t seed = 77, offset = 10;
+  const int64_t n = 301;
+  std::vector<double> u(2 * n);  // low 0, high 1: each value is its word scaled to [0, 1), exactly
+  kc::uniform(u.data(), 2 * n, seed, offset, 0.0, 1.0);
+  for (int64_t i = 0; i < 2 * n; ++i)
+    REQUIRE(u[i] == kernels::uniform_double(kernels::philox_word(seed, offset + static_cast<uint64_t>(i))));
+
+  std::vector<double> z(n), shifted(n - 5);
+  kc::normal(z.data(), n, seed, offset, 0.5, 2.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double box_muller = std::sqrt(-2.0 * std::log(1.0 - u[2 * i])) * std::cos(6.283185307179586 * u[2 * i + 1]);
+    REQUIRE(z[i] == Approx(0.5 + 2.0 * box_muller).epsilon(1e-12).margin(1e-12));
+  }
+  // Five values further on the stream are ten words further: the stream continues where z's fifth value stood.
+  kc::normal(shifted.data(), n - 5, seed, offset + 10, 0.5, 2.0);
+  REQUIRE(shifted == std::vector<double>(z.begin() + 5, z.end()));
+  std::vector<float> zf(n);
+  kc::normal(zf.data(), n, seed, offset, 0.5f, 2.0f);
+  for (int64_t i = 0; i < n; ++i) REQUIRE(zf[i] == static_cast<float>(z[i]));  // computed in double, then rounded
+
+  std::vector<float> uf(n), mask(n);
+  kc::uniform(uf.data(), n, seed, offset, 0.f, 1.f);
+  kc::dropout_mask(mask.data(), n, seed, offset, 0.3f);
+  for (int64_t i = 0; i < n; ++i) REQUIRE(mask[i] == (uf[i] >= 0.3f ? 1.f / (1.f - 0.3f) : 0.f));
 }
 
 TEST_CASE("CPU random kernels: uniform range, normal moments, dropout mask", "[kernels]") {

@@ -148,6 +148,29 @@ TEMPLATE_TEST_CASE("cpu gemm: alpha == 0 does not read A or B", "[kernels]", flo
   REQUIRE_CLOSE(C, (std::vector<T>{-1, -2, -3, -4}), ember::test::kExact);
 }
 
+// ops::relu and the reference keep a NaN (`v < 0 ? 0 : v`); std::max(T(0), v) would turn it into 0. The NaN reaches
+// the epilogue from C (read because beta != 0) in row 0 and from A in row 1; the bias makes every other output
+// negative, so ReLU must give exactly 0 there.
+TEMPLATE_TEST_CASE("cpu gemm: the ReLU epilogue keeps a NaN from C (beta != 0) or from A", "[kernels]", float, double) {
+  using T = TestType;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> A = {1, -2, 0.5, nan, 1, 1};                // (2, 3)
+  const std::vector<T> B = {1, 0, 2, -1, 1, 0, 0.5, 0.25, -1};     // (3, 3)
+  const std::vector<T> bias = {-100, -100, -100};
+  const std::vector<T> c0 = {1, nan, 2, 3, 4, 5};                  // (2, 3)
+  const std::vector<T> expected = {0, nan, 0, nan, nan, nan};
+  for (T beta : {T(1), T(-0.5)}) {
+    INFO("beta=" << beta);
+    auto C = c0, R = c0;
+    cpu::gemm<T>(false, false, 2, 3, 3, T(1), A.data(), 3, B.data(), 3, beta, C.data(), 3, bias.data(),
+                 Epilogue::BiasRelu);
+    cpu::gemm_reference<T>(false, false, 2, 3, 3, T(1), A.data(), 3, B.data(), 3, beta, R.data(), 3, bias.data(),
+                           Epilogue::BiasRelu);
+    REQUIRE_CLOSE(C, expected, ember::test::kExact);
+    REQUIRE_CLOSE(R, expected, ember::test::kExact);
+  }
+}
+
 TEST_CASE("cpu gemm: M == 0 or N == 0 writes nothing", "[kernels]") {
   std::vector<float> A(12, 1), B(12, 1), C(12, 7), bias(4, 1);
   cpu::gemm<float>(false, false, 0, 4, 3, 1, A.data(), 3, B.data(), 4, 0, C.data(), 4, bias.data(), Epilogue::Bias);

@@ -89,7 +89,26 @@ TEST_CASE("Linear initialises like PyTorch from the seeded generator", "[nn]") {
   CHECK_THROWS_AS(Linear(0, 3), ValueError);
 }
 
-TEST_CASE("backward adds to parameter gradients; zero_grad clears them", "[nn]") {
+// A Generator hands out disjoint ranges of its (seed, offset) stream, so a model's init is a pure function of
+// the seed and the order of the draws: the weight takes the next out * in words, then the bias the next out.
+TEST_CASE("Linear draws its weight, then its bias, from consecutive ranges of its generator's stream", "[nn]") {
+  Generator direct(11);
+  CHECK(direct.reserve(4) == 0);
+  CHECK(direct.reserve(6) == 4);
+  CHECK(direct.offset() == 10);
+
+  Generator gen(11);
+  gen.reserve(7);  // an earlier draw
+  Linear a(5, 3, true, DType::F64, Device::cpu(), gen);
+  const double bound = 1.0 / std::sqrt(5.0);
+  CHECK(a.weight()->value.to_vector<double>() ==
+        Tensor::rand({3, 5}, 11, DType::F64, Device::cpu(), -bound, bound, 7).to_vector<double>());
+  CHECK(a.bias()->value.to_vector<double>() ==
+        Tensor::rand({3}, 11, DType::F64, Device::cpu(), -bound, bound, 7 + 15).to_vector<double>());
+  CHECK(gen.offset() == 7 + 15 + 3);
+}
+
+TEST_CASE("backward adds to parameter gradients and zero_grad clears them", "[nn]") {
   manual_seed(1);
   auto model = mlp(6, 5, 3, DType::F64);
   Tensor x = Tensor::randn({4, 6}, 9, DType::F64);
@@ -138,7 +157,7 @@ TEST_CASE("forward checks the input's device, features and dtype, naming the mod
   CHECK_THROWS_AS(model->forward(Tensor::ones({3, 8}, DType::F64)), DTypeError);
 }
 
-TEST_CASE("to(device) moves parameters and grads in place; handles held elsewhere see it", "[nn]") {
+TEST_CASE("to(device) moves parameters and grads in place, and handles held elsewhere see it", "[nn]") {
   auto model = mlp(8, 4, 2);
   nn::ParameterPtr held = model->parameters()[0];
   TransferLedger::global().reset();

@@ -200,7 +200,7 @@ TEST_CASE("safetensors round-trips every dtype, empty tensors, 0-d scalars and m
   CHECK(from_bytes.metadata == metadata);
 }
 
-TEST_CASE("safetensors without metadata writes no __metadata__ entry; strided tensors save their values", "[train]") {
+TEST_CASE("safetensors without metadata writes no __metadata__ entry, and strided tensors save their values", "[train]") {
   const Tensor base = Tensor::arange(6, DType::F32).view({2, 3});
   const Tensor transposed = base.t();  // (3, 2), not contiguous
   REQUIRE_FALSE(transposed.is_contiguous());
@@ -407,13 +407,15 @@ TEST_CASE("a failing safetensors save throws IoError, keeps the previous file an
     ::signal(SIGXFSZ, old_handler);
     CHECK(threw_io);
   }
-  SECTION("the directory is read-only (skipped as root, who may write anyway)") {
-    if (::geteuid() != 0) {
-      fs::permissions(dir.path, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
-                      fs::perm_options::remove);
-      CHECK_THROWS_AS(save_safetensors(target.string(), {{"w", Tensor::zeros({4})}}), IoError);
-      fs::permissions(dir.path, fs::perms::owner_write, fs::perm_options::add);
-    }
+  SECTION("the directory is read-only (root saves as nobody, since root may write anyway)") {
+    fs::permissions(dir.path, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                    fs::perm_options::remove);
+    const bool root = ::geteuid() == 0;
+    constexpr uid_t kNobody = 65534;
+    if (root) REQUIRE(::seteuid(kNobody) == 0);  // needs CAP_SETUID and nobody mapped in a user namespace
+    CHECK_THROWS_AS(save_safetensors(target.string(), {{"w", Tensor::zeros({4})}}), IoError);
+    if (root) REQUIRE(::seteuid(0) == 0);
+    fs::permissions(dir.path, fs::perms::owner_write, fs::perm_options::add);
   }
   CHECK(read_bytes(target) == before);
   CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});
