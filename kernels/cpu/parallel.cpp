@@ -61,7 +61,7 @@ class RegionScope {
   bool outer_;
 };
 
-void run_inline(int64_t tasks, detail::TaskFn call, void* context) {
+void run_inline(int64_t tasks, parallel_detail::TaskFn call, void* context) {
   RegionScope scope;
   for (int64_t t = 0; t < tasks; ++t) call(context, t);
 }
@@ -93,7 +93,7 @@ class Pool {
     start(threads);
   }
 
-  void run(int64_t tasks, detail::TaskFn call, void* context) {
+  void run(int64_t tasks, parallel_detail::TaskFn call, void* context) {
     if (t_in_region || threads() == 1) return run_inline(tasks, call, context);
     std::unique_lock<std::mutex> lock(run_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return run_inline(tasks, call, context);  // another thread's region is running
@@ -124,7 +124,7 @@ class Pool {
     workers_.clear();
   }
 
-  void publish(int64_t tasks, detail::TaskFn call, void* context) {
+  void publish(int64_t tasks, parallel_detail::TaskFn call, void* context) {
     call_ = call;
     context_ = context;
     tasks_ = tasks;
@@ -200,7 +200,7 @@ class Pool {
   std::mutex run_mutex_;  // one region at a time; also held while the pool is resized
 
   // The current job, written by the caller only while the job is closed.
-  detail::TaskFn call_ = nullptr;
+  parallel_detail::TaskFn call_ = nullptr;
   void* context_ = nullptr;
   int64_t tasks_ = 0;
   uint32_t epoch_ = 0;
@@ -236,8 +236,8 @@ void set_num_threads(int threads) {
   Pool::instance().resize(threads == 0 ? available_cores() : threads);
 }
 
-namespace detail {
+namespace parallel_detail {
 void run_tasks(int64_t tasks, TaskFn call, void* context) { Pool::instance().run(tasks, call, context); }
-}  // namespace detail
+}  // namespace parallel_detail
 
 }  // namespace ember::kernels::cpu

@@ -25,11 +25,11 @@ void set_num_threads(int threads);
 int available_cores();
 constexpr int kMaxThreads = 256;
 
-namespace detail {
+namespace parallel_detail {
 using TaskFn = void (*)(void* context, int64_t task);
 // Runs call(context, t) for every t in [0, tasks); see parallel_for.
 void run_tasks(int64_t tasks, TaskFn call, void* context);
-}  // namespace detail
+}  // namespace parallel_detail
 
 // Calls fn(task) once for every task in [0, tasks), on the pool and the calling thread, and returns when
 // all have returned. The first exception a task throws is rethrown here (tasks not yet started are then
@@ -43,7 +43,7 @@ void parallel_for(int64_t tasks, F&& fn) {
     fn(int64_t{0});
     return;
   }
-  detail::run_tasks(
+  parallel_detail::run_tasks(
       tasks, [](void* context, int64_t task) { (*static_cast<Fn*>(context))(task); },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
