@@ -48,6 +48,10 @@ void parallel_for(int64_t tasks, F&& fn) {
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
+// Elements per task of a streaming loop (fill, add, relu, optimizer updates): 32768 floats take a few
+// microseconds, several times what a region costs, so smaller inputs run as one task on the caller.
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
+
 // The number of chunks parallel_chunks cuts n elements into: ceil(n / grain), a function of the sizes only.
 inline int64_t chunk_count(int64_t n, int64_t grain) { return n <= 0 ? 0 : (n + grain - 1) / grain; }
 
