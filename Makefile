@@ -13,7 +13,8 @@ ifneq ($(NVCC),)
 endif
 TRAIN_ARGS ?=
 
-.PHONY: all deps configure build test test-sanitize test-emulated fuzz-deps fuzz fuzz-smoke mutants train demo gpu-stage gpu-check clean
+.PHONY: all deps configure build test test-sanitize test-emulated fuzz-deps fuzz fuzz-smoke mutants train demo \
+        compare-deps compare-torch gpu-stage gpu-check clean
 
 all: build
 
@@ -91,6 +92,16 @@ train: build
 
 demo: build
 	./$(BUILD)/apps/ember demo
+
+# ember train against PyTorch on the CPU, interleaved rounds (scripts/compare-torch --help; docs/benchmarks.md).
+# The peer needs Debian's PyTorch on OpenBLAS: without libopenblas0-pthread it runs on reference BLAS.
+PEER_PACKAGES := python3 python3-numpy python3-torch libopenblas0-pthread
+COMPARE_ARGS ?=
+compare-deps:
+	$(call install_missing,$(PEER_PACKAGES))
+
+compare-torch: build compare-deps
+	scripts/compare-torch --ember $(BUILD)/apps/ember $(COMPARE_ARGS)
 
 gpu-stage:
 	scripts/gpu-stage

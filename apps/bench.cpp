@@ -30,7 +30,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--quick", *quick, "Smaller sizes and time budgets (well under a minute on a GPU machine)");
   sub->add_option("--json", *json_path, "Write every figure as JSON to this file");
   sub->add_option("--svg", *svg_dir, "Write SVG plots (one per suite) into this directory");
-  sub->add_option("--threads", *threads, "OpenBLAS threads for the host (0: OpenBLAS's default)")
+  sub->add_option("--threads", *threads, "Host threads for the CPU kernels (0: every core)")
       ->check(CLI::Range(0, 1024));
   sub->add_flag("--flush-l2", *flush_l2, "Overwrite the GPU's L2 cache before each timed device repetition");
 

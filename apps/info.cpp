@@ -6,14 +6,16 @@
 
 #include "apps/commands.h"
 #include "core/device.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ember::apps {
 
 namespace {
 
 void print_info() {
-  std::printf("host: %u hardware threads\n", std::thread::hardware_concurrency());
-  std::printf("BLAS: OpenBLAS (%s), %d threads\n", openblas_get_config(), openblas_get_num_threads());
+  std::printf("host: %u hardware threads, %d kernel threads (--threads)\n", std::thread::hardware_concurrency(),
+              kernels::cpu::num_threads());
+  std::printf("BLAS: OpenBLAS (%s), one thread inside each GEMM tile\n", openblas_get_config());
   int n = cuda::device_count();
   if (n == 0) {
     std::printf("cuda: %s\n", cuda::unavailable_reason().c_str());

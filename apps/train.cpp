@@ -1,11 +1,11 @@
 // `ember train`: Fashion-MNIST training with every knob of train::TrainConfig on the command line.
-#include <cblas.h>
 #include <unistd.h>
 
 #include <iostream>
 #include <memory>
 
 #include "apps/commands.h"
+#include "kernels/cpu/parallel.h"
 #include "train/trainer.h"
 
 namespace ember::apps {
@@ -35,7 +35,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--step-gamma", cfg->step_gamma, "step schedule: multiply the lr by this")->check(CLI::PositiveNumber);
   sub->add_option("--hidden", cfg->hidden, "Hidden layer sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
   sub->add_option("--seed", cfg->seed, "Seed for initialisation and shuffling");
-  sub->add_option("--threads", *threads, "OpenBLAS threads (0: all cores)")->check(CLI::Range(0, 1024));
+  sub->add_option("--threads", *threads, "Host threads for the CPU kernels (0: every core); results are the same for any count")->check(CLI::Range(0, 1024));
   sub->add_flag("--no-shuffle", *no_shuffle, "Keep the dataset order");
   sub->add_flag("--no-pin", *no_pin, "Stage batches in pageable instead of pinned memory (CUDA)");
   sub->add_option("--limit", cfg->limit, "Train on the first N samples only (-1: all)")->check(CLI::Range(int64_t(-1), int64_t(10000000)));
@@ -53,7 +53,7 @@ void add_train_command(CLI::App& app) {
     c.pin_memory = !*no_pin;
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
     if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
-    if (*threads > 0) openblas_set_num_threads(*threads);
+    kernels::cpu::set_num_threads(*threads);
     train::train_model(c, std::cout);
   });
 }

@@ -107,8 +107,8 @@ std::string crossover_size(const std::optional<double>& size, const std::string&
 std::string format_report(const Report& report) {
   std::ostringstream out;
   out << (report.command.empty() ? std::string("ember bench") : report.command) << "  (" << report.date << ")\n";
-  out << "host:   " << report.host.cpu_model << ", " << report.host.cores << " cores, OpenBLAS "
-      << report.host.blas_threads << " threads";
+  out << "host:   " << report.host.cpu_model << ", " << report.host.cores << " cores, " << report.host.threads
+      << " kernel threads (OpenBLAS " << report.host.blas_threads << " per tile)";
   if (!report.host.openblas_coretype.empty()) out << ", OPENBLAS_CORETYPE=" << report.host.openblas_coretype;
   out << '\n';
   if (report.device.available) {
@@ -163,6 +163,7 @@ nlohmann::ordered_json report_json(const Report& report) {
   j["suites"] = report.suites;
   j["host"] = {{"cpu_model", report.host.cpu_model},
                {"cores", report.host.cores},
+               {"threads", report.host.threads},
                {"blas_threads", report.host.blas_threads},
                {"openblas_coretype", report.host.openblas_coretype.empty() ? json(nullptr) : json(report.host.openblas_coretype)}};
   const DeviceInfo& d = report.device;

@@ -15,6 +15,7 @@
 #include "core/cuda_runtime.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ember::bench {
 
@@ -41,6 +42,7 @@ HostInfo host_info() {
   }
   if (h.cpu_model.empty()) h.cpu_model = "unknown";
   h.cores = static_cast<int>(std::thread::hardware_concurrency());
+  h.threads = kernels::cpu::num_threads();
   h.blas_threads = openblas_get_num_threads();
   if (const char* c = std::getenv("OPENBLAS_CORETYPE")) h.openblas_coretype = c;
   return h;
@@ -119,7 +121,8 @@ std::vector<std::string> resolve_suites(const std::vector<std::string>& suites) 
 
 Report run_benchmarks(const BenchConfig& config, std::FILE* log) {
   const std::vector<std::string> suites = resolve_suites(config.suites);
-  if (config.threads > 0) openblas_set_num_threads(config.threads);
+  kernels::cpu::set_num_threads(config.threads);
+  openblas_set_num_threads(1);  // as kernels::cpu::gemm holds it: the pool's tiles are the parallelism
   Report report;
   report.date = utc_now();
   report.command = config.command;

@@ -20,7 +20,7 @@ inline const std::vector<std::string>& suite_names() {
 struct BenchConfig {
   std::vector<std::string> suites = {"all"};  // names from suite_names(), or "all"
   bool quick = false;                          // smaller sizes and time budgets
-  int threads = 0;                             // OpenBLAS threads; 0 leaves OpenBLAS's default
+  int threads = 0;                             // host kernel threads; 0: every core
   bool flush_l2 = false;                       // device timers flush the L2 cache between reps
   std::string command;                         // the command line, recorded in the report
 };
@@ -39,7 +39,8 @@ struct Crossover {
 struct HostInfo {
   std::string cpu_model;  // /proc/cpuinfo's "model name"
   int cores = 0;          // hardware threads visible to this process
-  int blas_threads = 0;   // OpenBLAS threads the host GEMMs ran with
+  int threads = 0;        // host kernel threads (kernels::cpu::num_threads)
+  int blas_threads = 0;   // OpenBLAS's own threads inside each GEMM tile (1)
   std::string openblas_coretype;  // $OPENBLAS_CORETYPE (empty when unset)
 };
 

@@ -21,8 +21,21 @@ enum class Epilogue : uint8_t { None, Bias, BiasRelu };
       int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue
 
 namespace cpu {
-// OpenBLAS (cblas_sgemm / cblas_dgemm) plus a fused epilogue pass.
+// C cut into tiles (gemm_tiles), each one single-threaded OpenBLAS call (cblas_sgemm / cblas_dgemm) followed by the
+// epilogue on the tile while it is in cache; the host thread pool runs the tiles. The tiles depend on M, N and K only,
+// so C is bitwise the same at any thread count.
 template <typename T> void gemm(EMBER_GEMM_ARGS);
+
+// How gemm cuts C: `count` tiles of `step` rows (split_rows) or columns, the last one shorter.
+struct GemmTiles {
+  bool split_rows;
+  int64_t count, step;
+};
+inline constexpr double kGemmMinTileFlops = 1e6;  // below this a tile's call overhead outweighs the parallelism
+inline constexpr int64_t kGemmMaxTiles = 2;       // each extra cut costs 4-12% more work at these sizes (measured)
+inline constexpr int64_t kGemmTileAlign = 16;     // tile edges: a multiple of the AVX-512 micro-kernel's width
+GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K);
+
 // A plain triple loop with a double accumulator: the reference the tests compare against.
 template <typename T> void gemm_reference(EMBER_GEMM_ARGS);
 }  // namespace cpu

@@ -1,6 +1,7 @@
 // Forward and backward of ember's layers, each as a few kernel launches through core/ops.
 #include "nn/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/ops.h"
@@ -42,6 +43,7 @@ Tensor Linear::backward(const Tensor& grad_out) {
   // dW += dy^T x ; db += sum over the batch of dy ; dx = dy W
   ops::matmul_(weight_->grad, grad_out, input_, /*trans_a=*/true, /*trans_b=*/false, 1, 1);
   if (bias_) ops::sum_rows_(bias_->grad, grad_out, 1);
+  if (!input_grad()) return Tensor();  // the model's input is data: dx = dy W would be thrown away
   return ops::matmul(grad_out, weight_->value);
 }
 
@@ -122,11 +124,26 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+// The first child with parameters, or size() when none has any.
+static size_t first_with_parameters(const Sequential& s) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i].num_parameters() > 0) return i;
+  return s.size();
+}
+
+void Sequential::set_input_grad(bool needed) {
+  Module::set_input_grad(needed);
+  const size_t first = first_with_parameters(*this);
+  if (first < size()) (*this)[first].set_input_grad(needed);
+}
+
 Tensor Sequential::backward(const Tensor& grad_out) {
   Tensor g = grad_out;
   const auto& kids = children();
-  for (size_t i = kids.size(); i-- > 0;) g = kids[i].second->backward(g);
-  return g;
+  if (kids.empty()) return input_grad() ? g : Tensor();
+  const size_t stop = input_grad() ? 0 : std::min(first_with_parameters(*this), kids.size() - 1);
+  for (size_t i = kids.size(); i-- > stop;) g = kids[i].second->backward(g);
+  return input_grad() ? g : Tensor();
 }
 
 }  // namespace ember::nn

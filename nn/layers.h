@@ -91,6 +91,9 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "Sequential"; }
+  // Without an input gradient, backward stops at the first child with parameters (the children before it
+  // have none to accumulate), which itself skips its input gradient.
+  void set_input_grad(bool needed) override;
   size_t size() const { return children().size(); }
   Module& operator[](size_t i) const { return *children().at(i).second; }
 };

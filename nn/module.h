@@ -7,6 +7,9 @@
 //                       parameter gradients into each Parameter's grad (so two backward calls
 //                       accumulate, as in PyTorch);
 //   zero_grad()         sets every gradient to zero.
+//   set_input_grad(false) lets backward skip the gradient w.r.t. the input (it returns an undefined Tensor)
+//                       while still adding every parameter gradient: for a model's first layer, whose input
+//                       is data (PyTorch: an input that does not require grad).
 #pragma once
 
 #include <memory>
@@ -46,6 +49,9 @@ class Module {
   int64_t num_parameters() const;
 
   void zero_grad();
+  // Whether backward() returns the gradient w.r.t. the input (the default) or skips it; see the contract above.
+  virtual void set_input_grad(bool needed) { input_grad_ = needed; }
+  bool input_grad() const { return input_grad_; }
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -91,6 +97,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::string path_ = "model";
   bool training_ = true;
+  bool input_grad_ = true;
 };
 
 }  // namespace ember::nn

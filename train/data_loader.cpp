@@ -2,6 +2,7 @@
 // ring -> H2D copy on the copy stream -> u8->f32 cast on the compute stream).
 #include "train/data_loader.h"
 
+#include <algorithm>
 #include <bit>
 #include <condition_variable>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "core/ops.h"
 #include "core/transfer.h"
 #include "kernels/copy.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/philox.h"
 
 namespace ember::train {
@@ -258,13 +260,17 @@ void DataLoader::Impl::gather_to_host(int64_t batch, float* x, int64_t* y) const
   const uint8_t* images = data.images.data<uint8_t>();
   const int64_t* labels = data.labels.data<int64_t>();
   const int64_t rows = rows_in(batch), first = batch * opt.batch_size, d = sample_bytes;
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t s = order[first + i];
-    const uint8_t* src = images + s * d;
-    float* row = x + i * d;
-    for (int64_t p = 0; p < d; ++p) row[p] = static_cast<float>(src[p]) * kInv255;
-    y[i] = labels[s];
-  }
+  // Rows are independent: the host pool gathers them in chunks (the same bytes at any thread count).
+  const int64_t grain = std::max<int64_t>(1, kernels::cpu::kElementwiseGrain / std::max<int64_t>(1, d));
+  kernels::cpu::parallel_chunks(rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t s = order[first + i];
+      const uint8_t* src = images + s * d;
+      float* row = x + i * d;
+      for (int64_t p = 0; p < d; ++p) row[p] = static_cast<float>(src[p]) * kInv255;
+      y[i] = labels[s];
+    }
+  });
 }
 
 void DataLoader::Impl::ensure_output_slot(int k) {

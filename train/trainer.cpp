@@ -337,6 +337,7 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     model = make_mlp(sizes, cfg.device, init);
   }
 
+  model->set_input_grad(false);  // the input is data: the first layer skips its dx GEMM, as PyTorch does
   auto optimizer = make_optimizer(cfg, *model);
   if (resuming) optimizer->load_state_dict(resume.optimizer);
   DataLoader loader(train_set, {.batch_size = cfg.batch_size, .shuffle = cfg.shuffle, .seed = cfg.seed,

@@ -1,57 +1,85 @@
-// CPU twins of the elementwise kernels: plain loops over contiguous arrays that the compiler vectorises.
+// CPU twins of the elementwise kernels: plain loops over contiguous arrays that the compiler vectorises, cut into
+// fixed chunks for the host thread pool (each element is computed alone, so the cut changes no result).
 #include "kernels/elementwise.h"
 
 #include <algorithm>
 
+#include "kernels/cpu/parallel.h"
+
 namespace ember::kernels::cpu {
+
+namespace {
+// Runs body(begin, end) over [0, n) in kElementwiseGrain chunks.
+template <typename Body>
+void chunks(int64_t n, Body body) {
+  parallel_chunks(n, kElementwiseGrain, body);
+}
+}  // namespace
 
 template <typename T>
 void fill(T* out, int64_t n, T value) {
-  std::fill(out, out + n, value);
+  chunks(n, [&](int64_t begin, int64_t end) { std::fill(out + begin, out + end, value); });
 }
 
 template <typename T>
 void add(const T* a, const T* b, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 template <typename T>
 void sub(const T* a, const T* b, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] - b[i];
+  });
 }
 
 template <typename T>
 void mul(const T* a, const T* b, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] * b[i];
+  });
 }
 
 template <typename T>
 void scale(const T* a, T alpha, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = alpha * a[i];
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = alpha * a[i];
+  });
 }
 
 template <typename T>
 void axpy(T alpha, const T* x, T* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] += alpha * x[i];
+  });
 }
 
 template <typename T>
 void add_bias(const T* x, const T* bias, T* out, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* outr = out + r * cols;
-    for (int64_t c = 0; c < cols; ++c) outr[c] = xr[c] + bias[c];
-  }
+  const int64_t grain_rows = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, cols));
+  parallel_chunks(rows, grain_rows, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const T* xr = x + r * cols;
+      T* outr = out + r * cols;
+      for (int64_t c = 0; c < cols; ++c) outr[c] = xr[c] + bias[c];
+    }
+  });
 }
 
 template <typename T>
 void relu(const T* x, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] > T(0) ? x[i] : T(0);
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = x[i] > T(0) ? x[i] : T(0);
+  });
 }
 
 template <typename T>
 void relu_backward(const T* grad_out, const T* y, T* grad_in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) grad_in[i] = y[i] > T(0) ? grad_out[i] : T(0);
+  chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) grad_in[i] = y[i] > T(0) ? grad_out[i] : T(0);
+  });
 }
 
 #define EMBER_INSTANTIATE(T)                                                  \

@@ -1,4 +1,5 @@
-// Host GEMM: OpenBLAS for alpha * op(A) op(B) + beta * C, then one fused bias/ReLU pass; plus the test reference.
+// Host GEMM: C cut into tiles by shape, each tile one single-threaded OpenBLAS call plus its bias/ReLU pass,
+// the tiles run by the host thread pool; plus the test reference.
 #include "kernels/gemm.h"
 
 #include <cblas.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ember::kernels {
 
@@ -78,23 +80,47 @@ void bias_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, const T *bias, bool 
 
 }  // namespace
 
+GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
+  // Cutting C's rows repeats the packing of op(B) (K x N) in every tile, cutting its columns that of
+  // op(A) (M x K): cut the longer side, so the operand packed again is the smaller one.
+  const bool split_rows = M > N;
+  const int64_t side = split_rows ? M : N;
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const int64_t wanted = std::clamp<int64_t>(static_cast<int64_t>(flops / kGemmMinTileFlops), 1, kGemmMaxTiles);
+  // Tile edges on multiples of kGemmTileAlign keep OpenBLAS's micro-kernels on full panels.
+  const int64_t units = (side + kGemmTileAlign - 1) / kGemmTileAlign;
+  const int64_t step = (units + wanted - 1) / wanted * kGemmTileAlign;
+  return {split_rows, (side + step - 1) / step, step};
+}
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,
           int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue) {
   detail::check_gemm_args("cpu::gemm", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, bias, epilogue);
   if (M == 0 || N == 0) return;
-  if (K == 0 || alpha == T(0)) {
-    // BLAS would do the same, but K == 0 also lets callers pass lda/ldb that BLAS's own checks reject.
-    scale_c(M, N, beta, C, ldc);
-  } else {
-    const int64_t largest = std::max({M, N, K, lda, ldb, ldc});
-    EMBER_CHECK(largest <= INT_MAX, ValueError, "cpu::gemm: OpenBLAS takes 32-bit sizes, got a size or ld of ",
-                largest);
-    blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
-              C, static_cast<int>(ldc));
-  }
-  if (epilogue != Epilogue::None) bias_epilogue(M, N, C, ldc, bias, epilogue == Epilogue::BiasRelu);
+  const int64_t largest = std::max({M, N, K, lda, ldb, ldc});
+  EMBER_CHECK(largest <= INT_MAX, ValueError, "cpu::gemm: OpenBLAS takes 32-bit sizes, got a size or ld of ", largest);
+  // The pool's tiles are the parallelism; OpenBLAS threads inside them would only fight over the cores.
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  const GemmTiles tiles = gemm_tiles(M, N, K);
+  parallel_for(tiles.count, [&](int64_t t) {
+    const int64_t begin = t * tiles.step, end = std::min(tiles.split_rows ? M : N, begin + tiles.step);
+    // The tile is C[begin:end, :] (split_rows) or C[:, begin:end]; op(A) or op(B) narrows to match.
+    const int64_t m = tiles.split_rows ? end - begin : M, n = tiles.split_rows ? N : end - begin;
+    const T *a = tiles.split_rows ? A + (trans_a ? begin : begin * lda) : A;
+    const T *b = tiles.split_rows ? B : B + (trans_b ? begin * ldb : begin);
+    T *c = C + (tiles.split_rows ? begin * ldc : begin);
+    if (K == 0 || alpha == T(0)) {
+      // BLAS would do the same, but K == 0 also lets callers pass lda/ldb that BLAS's own checks reject.
+      scale_c(m, n, beta, c, ldc);
+    } else {
+      blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(K), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+    }
+    if (epilogue != Epilogue::None)
+      bias_epilogue(m, n, c, ldc, bias + (tiles.split_rows ? 0 : begin), epilogue == Epilogue::BiasRelu);
+  });
 }
 
 template <typename T>

@@ -1,7 +1,9 @@
-// The non-finite guard on the host: a branch-free scan per tensor, then the shared finish.
+// The non-finite guard on the host: a branch-free scan per tensor in chunks on the host pool, then the shared finish.
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/guard.h"
 
 namespace ember::kernels::cpu {
@@ -54,9 +56,13 @@ bool has_nonfinite(const T* x, int64_t n) {
 template <typename T>
 void check_finite(const GuardTensors<T>& list, int64_t step, bool sticky, GuardState* state, GuardReport* report) {
   detail::check_guard_args(list, step, state, report);
-  uint64_t mask = 0;
+  // One flag per tensor, set by any chunk that finds NaN/Inf: the answer is the same whatever the order.
+  std::atomic<uint64_t> found{0};
   for (int i = 0; i < list.count; ++i)
-    if (has_nonfinite(list.data[i], list.numel[i])) mask |= guard_bit(i);
+    parallel_chunks(list.numel[i], kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      if (has_nonfinite(list.data[i] + begin, end - begin)) found.fetch_or(guard_bit(i), std::memory_order_relaxed);
+    });
+  const uint64_t mask = found.load();
   guard_finish(*state, *report, mask, step, sticky);
 }
 

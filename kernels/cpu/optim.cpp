@@ -1,10 +1,12 @@
-// Fused SGD and AdamW updates on the host: one pass per tensor, loops the compiler vectorises.
+// Fused SGD and AdamW updates on the host: one pass per tensor, loops the compiler vectorises, in fixed chunks on
+// the host thread pool.
 #include "kernels/optim.h"
 
 #include <cmath>
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -63,9 +65,12 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
     with_flag(use_momentum, [&](auto momentum) {
       with_flag(p.first_step, [&](auto first) {
         with_flag(p.nesterov, [&](auto nesterov) {
-          sgd_loop<T, decltype(decay)::value, decltype(momentum)::value, decltype(first)::value,
-                   decltype(nesterov)::value>(param, grad, momentum_buf, n, p.lr, p.momentum, one_minus_dampening,
-                                              p.weight_decay);
+          parallel_chunks(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+            sgd_loop<T, decltype(decay)::value, decltype(momentum)::value, decltype(first)::value,
+                     decltype(nesterov)::value>(param + begin, grad + begin,
+                                                momentum_buf == nullptr ? nullptr : momentum_buf + begin, end - begin,
+                                                p.lr, p.momentum, one_minus_dampening, p.weight_decay);
+          });
         });
       });
     });
@@ -77,7 +82,10 @@ void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, AdamWParams<T> p
   detail::check_adamw_args(n, p);
   if (n == 0) return;
   if (guard != nullptr && guard->skip != 0) return;
-  adamw_loop<T>(param, grad, m, v, n, adamw_scalars(p, adamw_applied_step(p.step, guard)));
+  const AdamWScalars<T> scalars = adamw_scalars(p, adamw_applied_step(p.step, guard));
+  parallel_chunks(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    adamw_loop<T>(param + begin, grad + begin, m + begin, v + begin, end - begin, scalars);
+  });
 }
 
 template void sgd_step<float>(float*, const float*, float*, int64_t, SgdParams<float>, const GuardState*);

@@ -124,6 +124,37 @@ TEST_CASE("Resume: 2 epochs straight equal 1 epoch + --resume + 1 epoch, bit for
   fs::remove_all(b);
 }
 
+TEST_CASE("ember train: --threads 1, 2 and 3 give the same weights and optimizer state, bit for bit", "[apps]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed");
+    return;
+  }
+  // The default MLP and batch 128: its GEMMs are cut into tiles and its updates into chunks, so the threads
+  // really share the work; 3000 samples make 24 steps, Nesterov and weight decay included.
+  std::vector<fs::path> dirs;
+  for (int threads : {1, 2, 3}) {
+    dirs.push_back(fresh_dir("threads" + std::to_string(threads)));
+    Run r = run_ember("train --device cpu --quiet --limit 3000 --epochs 1 --seed 3 --threads " +
+                      std::to_string(threads) + " --out " + dirs.back().string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+  }
+  for (size_t i = 1; i < dirs.size(); ++i) {
+    INFO("--threads " << i + 1 << " vs --threads 1");
+    CHECK(slurp(dirs[i] / "model.safetensors") == slurp(dirs[0] / "model.safetensors"));
+    // The momentum buffers too (the state file also holds timings, which differ).
+    const auto a = ember::train::load_training_state((dirs[0] / "state.safetensors").string()).optimizer.tensors;
+    const auto b = ember::train::load_training_state((dirs[i] / "state.safetensors").string()).optimizer.tensors;
+    REQUIRE(a.size() == b.size());
+    for (size_t t = 0; t < a.size(); ++t) {
+      INFO(a[t].first);
+      CHECK(b[t].first == a[t].first);
+      CHECK(b[t].second.to_vector<float>() == a[t].second.to_vector<float>());
+    }
+  }
+  for (const auto& d : dirs) fs::remove_all(d);
+}
+
 TEST_CASE("Bad command lines and bad files: one clear line, exit 2 for usage and 1 for runtime errors", "[apps]") {
   fs::path dir = fresh_dir("errors");
   struct Case {

@@ -14,6 +14,7 @@
 #include "kernels/gemm.h"
 #include "support/compare.h"
 #include "support/data.h"
+#include "support/threads.h"
 
 #if EMBER_HAS_CUDA
 #include "core/device.h"
@@ -121,6 +122,73 @@ TEMPLATE_TEST_CASE("cpu gemm: the MLP's shapes", "[kernels]", float, double) {
   check_against_reference<TestType>({false, true, 128, 10, 256, 1, 0, Epilogue::Bias});       // logits
   check_against_reference<TestType>({true, false, 256, 784, 128, 1, 1});                      // dW1 += dy^T x
   check_against_reference<TestType>({false, false, 128, 256, 10});                            // dx = dy W2
+}
+
+TEST_CASE("gemm_tiles cuts the longer side of C into at most kGemmMaxTiles aligned tiles, by size alone", "[kernels]") {
+  for (int64_t M : {1, 16, 17, 128, 130, 256, 1000})
+    for (int64_t N : {1, 10, 128, 256, 784})
+      for (int64_t K : {1, 10, 128, 784}) {
+        const cpu::GemmTiles t = cpu::gemm_tiles(M, N, K);
+        const int64_t side = t.split_rows ? M : N;
+        INFO("M=" << M << " N=" << N << " K=" << K << " -> " << t.count << " tiles of " << t.step);
+        CHECK(t.split_rows == (M > N));
+        CHECK(t.count >= 1);
+        CHECK(t.count <= cpu::kGemmMaxTiles);
+        CHECK(t.step % cpu::kGemmTileAlign == 0);
+        CHECK(t.count * t.step >= side);           // every row or column in a tile
+        CHECK((t.count - 1) * t.step < side);      // and no empty tile
+        if (2.0 * double(M) * double(N) * double(K) < 2 * cpu::kGemmMinTileFlops) CHECK(t.count == 1);
+      }
+  // The MLP's first layer at batch 128: two tiles of 128 of W1's 256 output columns.
+  const cpu::GemmTiles mlp = cpu::gemm_tiles(128, 256, 784);
+  CHECK((!mlp.split_rows && mlp.count == 2 && mlp.step == 128));
+}
+
+TEMPLATE_TEST_CASE("cpu gemm: tiled products (rows or columns cut) match the reference at 1 and 2 threads", "[kernels]",
+                   float, double) {
+  for (int threads : {1, 2}) {
+    ember::test::ThreadsScope scope(threads);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (Epilogue e : {Epilogue::None, Epilogue::BiasRelu}) {
+          check_against_reference<TestType>({ta, tb, 130, 70, 120, 1.5, 0.5, e, /*pad=*/3});  // rows cut
+          check_against_reference<TestType>({ta, tb, 70, 131, 120, 1.0, 0.0, e, /*pad=*/1});  // columns cut
+        }
+  }
+}
+
+TEMPLATE_TEST_CASE("cpu gemm gives the same bits at 1, 2 and 3 threads", "[kernels]", float, double) {
+  using T = TestType;
+  struct Shape {
+    bool ta, tb;
+    int64_t M, N, K;
+    Epilogue e;
+  };
+  // The MLP's GEMMs at batch 32, 128 and 512, and shapes whose tiles end off the alignment.
+  std::vector<Shape> shapes = {{false, false, 130, 70, 120, Epilogue::None}, {true, true, 70, 131, 120, Epilogue::Bias}};
+  for (int64_t B : {32, 128, 512}) {
+    shapes.push_back({false, true, B, 256, 784, Epilogue::BiasRelu});
+    shapes.push_back({true, false, 256, 784, B, Epilogue::None});
+    shapes.push_back({false, false, B, 256, 128, Epilogue::None});
+  }
+  for (const Shape& s : shapes) {
+    const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    const auto A = ember::test::random_values<T>(s.M * s.K, 11, -1, 1);
+    const auto B = ember::test::random_values<T>(s.K * s.N, 12, -1, 1);
+    const auto bias = ember::test::random_values<T>(s.N, 13, -1, 1);
+    const auto C0 = ember::test::random_values<T>(s.M * s.N, 14, -1, 1);
+    std::vector<std::vector<T>> results;
+    for (int threads : {1, 2, 3}) {
+      ember::test::ThreadsScope scope(threads);
+      auto C = C0;
+      cpu::gemm<T>(s.ta, s.tb, s.M, s.N, s.K, T(1), A.data(), lda, B.data(), ldb, T(0.5), C.data(), s.N, bias.data(),
+                   s.e);
+      results.push_back(C);
+    }
+    INFO("trans_a=" << s.ta << " trans_b=" << s.tb << " M=" << s.M << " N=" << s.N << " K=" << s.K);
+    CHECK(results[1] == results[0]);
+    CHECK(results[2] == results[0]);
+  }
 }
 
 TEMPLATE_TEST_CASE("cpu gemm: K == 0 gives beta * C + bias without touching A or B", "[kernels]", float, double) {

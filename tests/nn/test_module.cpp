@@ -133,6 +133,40 @@ TEST_CASE("backward adds to parameter gradients and zero_grad clears them", "[nn
     for (double d : p->grad.to_vector<double>()) REQUIRE(d == 0);
 }
 
+TEST_CASE("set_input_grad(false): the same parameter gradients, and no input gradient", "[nn]") {
+  manual_seed(2);
+  // Flatten before the first Linear: backward must stop at the Linear, Flatten has nothing to accumulate.
+  auto model = std::make_shared<Sequential>(std::make_shared<Flatten>(), std::make_shared<Linear>(6, 5, true, DType::F64),
+                                            std::make_shared<ReLU>(), std::make_shared<Linear>(5, 3, true, DType::F64));
+  Tensor x = Tensor::randn({4, 2, 3}, 9, DType::F64);
+  Tensor g = Tensor::randn({4, 3}, 10, DType::F64);
+  auto grads = [&] {
+    model->zero_grad();
+    model->forward(x);
+    Tensor dx = model->backward(g);
+    std::vector<std::vector<double>> out;
+    for (auto& p : model->parameters()) out.push_back(p->grad.to_vector<double>());
+    return std::pair{dx, out};
+  };
+  auto [dx_with, with] = grads();
+  REQUIRE(dx_with.shape() == x.shape());
+  model->set_input_grad(false);
+  CHECK_FALSE(model->input_grad());
+  CHECK_FALSE((*model)[1].input_grad());  // the first layer with parameters
+  CHECK((*model)[3].input_grad());
+  auto [dx_without, without] = grads();
+  CHECK_FALSE(dx_without.defined());
+  CHECK(without == with);
+  model->set_input_grad(true);
+  auto [dx_again, again] = grads();
+  CHECK(dx_again.to_vector<double>() == dx_with.to_vector<double>());
+  Linear alone(6, 2);
+  alone.set_input_grad(false);
+  alone.forward(Tensor::ones({3, 6}));
+  CHECK_FALSE(alone.backward(Tensor::ones({3, 2})).defined());
+  CHECK(Sequential().backward(Tensor::ones({1})).defined());  // nothing to skip: the gradient passes through
+}
+
 TEST_CASE("backward before forward is a clear error", "[nn]") {
   Linear l(3, 2);
   CHECK_THROWS_WITH(l.backward(Tensor::ones({1, 2})), Catch::Contains("backward() called before forward()"));

@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/transfer_ledger.h"
+#include "support/threads.h"
 #include "train/data_loader.h"
 
 using namespace ember;
@@ -97,15 +98,21 @@ TEST_CASE("DataLoader batch counts with and without drop_last", "[train]") {
 
 TEST_CASE("DataLoader gives every sample exactly once per epoch, in order()'s order", "[train]") {
   Dataset data = indexed_dataset(1000);
-  DataLoader loader(data, options(64));
-  for (int64_t epoch = 0; epoch < 3; ++epoch) {
-    std::vector<int64_t> seen = epoch_samples(loader, epoch);
-    REQUIRE(seen == loader.order());
-    std::vector<int64_t> sorted = seen;
-    std::sort(sorted.begin(), sorted.end());
-    std::vector<int64_t> all(1000);
-    std::iota(all.begin(), all.end(), int64_t{0});
-    REQUIRE(sorted == all);
+  // Batches of 100 rows are gathered in three chunks on the host pool.
+  for (int threads : {1, 2}) {
+    test::ThreadsScope scope(threads);
+    for (int64_t batch_size : {64, 100}) {
+      DataLoader loader(data, options(batch_size));
+      for (int64_t epoch = 0; epoch < 3; ++epoch) {
+        std::vector<int64_t> seen = epoch_samples(loader, epoch);
+        REQUIRE(seen == loader.order());
+        std::vector<int64_t> sorted = seen;
+        std::sort(sorted.begin(), sorted.end());
+        std::vector<int64_t> all(1000);
+        std::iota(all.begin(), all.end(), int64_t{0});
+        REQUIRE(sorted == all);
+      }
+    }
   }
 }
 

@@ -1,0 +1,243 @@
+// The pool behind parallel_for: persistent workers that spin briefly between regions, then sleep.
+#include "kernels/cpu/parallel.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+// A training step opens a dozen regions separated by a few microseconds of serial work, so a worker keeps
+// polling this long before it sleeps: waking a sleeping thread costs tens of microseconds on a VM.
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(200);
+// The caller, its own tasks done, polls for the workers' tasks this long before it yields its core (on a
+// busy machine the worker it waits for may need that core).
+constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
+
+// Set on pool workers, and on a caller while its region runs: a region opened there runs inline.
+thread_local bool t_in_region = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls `done` with pauses; after `budget`, calls `slow` between polls (yield or sleep).
+template <typename Done, typename Slow>
+void poll_until(Done done, std::chrono::microseconds budget, Slow slow) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1; !done(); ++i) {
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget) {
+      while (!done()) slow();
+      return;
+    }
+  }
+}
+
+// Marks the calling thread as inside a region until destroyed (and restores what it was).
+class RegionScope {
+ public:
+  RegionScope() : outer_(std::exchange(t_in_region, true)) {}
+  ~RegionScope() { t_in_region = outer_; }
+  RegionScope(const RegionScope&) = delete;
+  RegionScope& operator=(const RegionScope&) = delete;
+
+ private:
+  bool outer_;
+};
+
+void run_inline(int64_t tasks, parallel_detail::TaskFn call, void* context) {
+  RegionScope scope;
+  for (int64_t t = 0; t < tasks; ++t) call(context, t);
+}
+
+// The job word: epoch (bits 32-63), open flag (bit 31), workers inside the job (bits 0-30). A worker
+// enters only an open job by incrementing the count with a CAS, and the caller closes the job only when
+// the count is 0, so no worker can still be reading a job's fields when the next job overwrites them.
+constexpr uint64_t kOpen = uint64_t{1} << 31;
+constexpr uint64_t job_word(uint32_t epoch, bool open) { return (uint64_t{epoch} << 32) | (open ? kOpen : 0); }
+constexpr uint32_t epoch_of(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
+constexpr bool is_open(uint64_t word) { return (word & kOpen) != 0; }
+
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool pool;
+    return pool;
+  }
+  Pool() { start(available_cores()); }
+  ~Pool() { stop(); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  int threads() const { return threads_.load(std::memory_order_relaxed); }
+
+  void resize(int threads) {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    stop();
+    start(threads);
+  }
+
+  void run(int64_t tasks, parallel_detail::TaskFn call, void* context) {
+    if (t_in_region || threads() == 1) return run_inline(tasks, call, context);
+    std::unique_lock<std::mutex> lock(run_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return run_inline(tasks, call, context);  // another thread's region is running
+    RegionScope scope;
+    publish(tasks, call, context);
+    work();
+    poll_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }, kSpinBeforeYield,
+               [] { std::this_thread::yield(); });
+    close();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void start(int threads) {
+    stopping_.store(false);
+    threads_.store(threads, std::memory_order_relaxed);
+    const uint32_t epoch = epoch_;
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, epoch] { worker_loop(epoch); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      stopping_.store(true);
+    }
+    wake_.notify_all();
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  void publish(int64_t tasks, parallel_detail::TaskFn call, void* context) {
+    call_ = call;
+    context_ = context;
+    tasks_ = tasks;
+    next_.store(0, std::memory_order_relaxed);
+    remaining_.store(tasks, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+    state_.store(job_word(++epoch_, true), std::memory_order_seq_cst);
+    // Paired with the sleeper's increment then re-check (both seq_cst): either it sees the job, or we see it.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      wake_.notify_all();
+    }
+  }
+
+  void close() {
+    const uint64_t open = job_word(epoch_, true), closed = job_word(epoch_, false);
+    uint64_t expected = open;
+    while (!state_.compare_exchange_weak(expected, closed, std::memory_order_acq_rel)) {
+      expected = open;
+      cpu_relax();
+    }
+  }
+
+  // Claims tasks until none is left; a failed job's remaining tasks are counted but not run.
+  void work() {
+    for (;;) {
+      const int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
+      if (t >= tasks_) return;
+      if (!failed_.load(std::memory_order_relaxed)) {
+        try {
+          call_(context_, t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex_);
+          if (!error_) error_ = std::current_exception();
+          failed_.store(true, std::memory_order_relaxed);
+        }
+      }
+      remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  void worker_loop(uint32_t seen) {
+    t_in_region = true;
+    for (;;) {
+      uint64_t word = wait_for_job(seen);
+      if (stopping_.load()) return;
+      if (!state_.compare_exchange_weak(word, word + 1, std::memory_order_acquire, std::memory_order_relaxed))
+        continue;  // the job closed or another worker entered first: look again
+      seen = epoch_of(word);
+      work();
+      state_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  // Returns the job word once an open job other than `seen` is posted (or the pool is stopping).
+  uint64_t wait_for_job(uint32_t seen) {
+    uint64_t word = 0;
+    auto ready = [&] {
+      word = state_.load(std::memory_order_seq_cst);
+      return stopping_.load(std::memory_order_relaxed) || (is_open(word) && epoch_of(word) != seen);
+    };
+    poll_until(ready, kSpinBeforeSleep, [&] {
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.wait(lock, ready);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    });
+    return word;
+  }
+
+  std::vector<std::thread> workers_;
+  std::atomic<int> threads_{1};
+  std::mutex run_mutex_;  // one region at a time; also held while the pool is resized
+
+  // The current job, written by the caller only while the job is closed.
+  parallel_detail::TaskFn call_ = nullptr;
+  void* context_ = nullptr;
+  int64_t tasks_ = 0;
+  uint32_t epoch_ = 0;
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> next_{0};       // the next task to claim
+  std::atomic<int64_t> remaining_{0};  // tasks not yet finished
+  std::atomic<bool> failed_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int num_threads() { return Pool::instance().threads(); }
+
+void set_num_threads(int threads) {
+  EMBER_CHECK(threads >= 0 && threads <= kMaxThreads, ValueError, "set_num_threads(", threads,
+              "): the thread count must be 1..", kMaxThreads, ", or 0 for every core this process may use (",
+              available_cores(), ")");
+  EMBER_CHECK(!t_in_region, ValueError,
+              "set_num_threads() was called from inside a parallel region; set the thread count before running ops");
+  Pool::instance().resize(threads == 0 ? available_cores() : threads);
+}
+
+namespace parallel_detail {
+void run_tasks(int64_t tasks, TaskFn call, void* context) { Pool::instance().run(tasks, call, context); }
+}  // namespace parallel_detail
+
+}  // namespace ember::kernels::cpu

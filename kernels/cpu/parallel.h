@@ -1,0 +1,68 @@
+// The host kernels' thread pool: each op is cut into tasks by its shape alone, and any number of threads runs them.
+//
+// Why results never depend on the thread count: a kernel decides how to cut its work into tasks from its
+// sizes only (never from num_threads()), each task writes outputs no other task writes, and a task's
+// arithmetic is the same whichever thread runs it. The threads only decide who runs which task, so
+// `--threads 1` and `--threads 2` give the same bits. Tasks are claimed one by one from a shared counter,
+// so a thread that the OS has paused (a busy machine) holds up at most the task it is running.
+//
+// Usage, a kernel over n elements in chunks of a fixed grain:
+//   parallel_chunks(n, 16384, [&](int64_t begin, int64_t end) { for (i = begin; i < end; ++i) ... });
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace ember::kernels::cpu {
+
+// Threads the host kernels use, the calling thread included (1: every task runs on the caller).
+int num_threads();
+// Sets the thread count: 1 .. kMaxThreads, or 0 for the cores this process may run on. Throws ValueError
+// for other values, and when called from inside a task. Waits for a parallel region in progress.
+void set_num_threads(int threads);
+// The cores this process may run on (its CPU affinity), at least 1.
+int available_cores();
+constexpr int kMaxThreads = 256;
+
+namespace parallel_detail {
+using TaskFn = void (*)(void* context, int64_t task);
+// Runs call(context, t) for every t in [0, tasks); see parallel_for.
+void run_tasks(int64_t tasks, TaskFn call, void* context);
+}  // namespace parallel_detail
+
+// Calls fn(task) once for every task in [0, tasks), on the pool and the calling thread, and returns when
+// all have returned. The first exception a task throws is rethrown here (tasks not yet started are then
+// skipped). A region opened inside a task, or while another thread's region runs, runs on the calling
+// thread alone: same tasks, same results.
+template <typename F>
+void parallel_for(int64_t tasks, F&& fn) {
+  using Fn = std::remove_reference_t<F>;
+  if (tasks <= 0) return;
+  if (tasks == 1) {
+    fn(int64_t{0});
+    return;
+  }
+  parallel_detail::run_tasks(
+      tasks, [](void* context, int64_t task) { (*static_cast<Fn*>(context))(task); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
+// Elements per task of a streaming loop (fill, add, relu, optimizer updates): 32768 floats take a few
+// microseconds, several times what a region costs, so smaller inputs run as one task on the caller.
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
+
+// The number of chunks parallel_chunks cuts n elements into: ceil(n / grain), a function of the sizes only.
+inline int64_t chunk_count(int64_t n, int64_t grain) { return n <= 0 ? 0 : (n + grain - 1) / grain; }
+
+// Cuts [0, n) into chunks of `grain` elements (the last one shorter) and calls fn(begin, end) for each.
+template <typename F>
+void parallel_chunks(int64_t n, int64_t grain, F&& fn) {
+  if (grain < 1) grain = 1;
+  parallel_for(chunk_count(n, grain), [&](int64_t chunk) {
+    const int64_t begin = chunk * grain;
+    fn(begin, begin + grain < n ? begin + grain : n);
+  });
+}
+
+}  // namespace ember::kernels::cpu
