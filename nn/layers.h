@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "core/generator.h"
 #include "nn/module.h"
@@ -93,6 +94,11 @@ class Sequential : public Module {
   std::string type_name() const override { return "Sequential"; }
   size_t size() const { return children().size(); }
   Module& operator[](size_t i) const { return *children().at(i).second; }
+
+ private:
+  // relu_folded_[i]: child i is a ReLU whose mask the previous child's backward applies (a fused
+  // BatchNorm2d -> ReLU in the last forward), so backward skips it.
+  std::vector<bool> relu_folded_;
 };
 
 }  // namespace ember::nn
