@@ -55,6 +55,7 @@ Tensor Conv2d::backward(const Tensor& grad_out) {
   check_input(grad_out);
   Tensor no_bias;
   ops::conv2d_backward_weight_(weight_->grad, bias_ ? bias_->grad : no_bias, input_, grad_out, params_);
+  if (!input_grad()) return Tensor();  // the input is data: nobody needs its gradient
   return ops::conv2d_backward_input(grad_out, weight_->value, input_.shape(), params_);
 }
 

@@ -127,6 +127,11 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+void Sequential::set_input_grad(bool on) {
+  Module::set_input_grad(on);
+  if (!children().empty()) children().front().second->set_input_grad(on);
+}
+
 Tensor Sequential::backward(const Tensor& grad_out) {
   Tensor g = grad_out;
   const auto& kids = children();

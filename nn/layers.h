@@ -92,6 +92,7 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "Sequential"; }
+  void set_input_grad(bool on) override;
   size_t size() const { return children().size(); }
   Module& operator[](size_t i) const { return *children().at(i).second; }
 

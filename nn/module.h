@@ -54,6 +54,11 @@ class Module {
   int64_t num_parameters() const;
 
   void zero_grad();
+  // Whether backward() must return the gradient w.r.t. the input (in PyTorch: whether the input requires
+  // grad). A network's first layer does not need it when its input is data, and a layer may then skip that
+  // work and return an undefined Tensor (Conv2d does). Sequential passes the setting to its first child.
+  virtual void set_input_grad(bool on) { input_grad_ = on; }
+  bool input_grad() const { return input_grad_; }
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -101,6 +106,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::string path_ = "model";
   bool training_ = true;
+  bool input_grad_ = true;
 };
 
 }  // namespace ember::nn

@@ -355,6 +355,7 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     model = make_model(arch, cfg.device, generator);
   }
 
+  model->set_input_grad(false);  // the images need no gradient (the first conv skips computing one)
   auto optimizer = make_optimizer(cfg, *model);
   if (resuming) optimizer->load_state_dict(resume.optimizer);
   DataLoader loader(train_set, {.batch_size = cfg.batch_size, .shuffle = cfg.shuffle, .seed = cfg.seed,

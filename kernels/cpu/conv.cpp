@@ -28,9 +28,9 @@ void check_conv2d_geometry(const char* name, const Conv2dGeometry& g) {
 namespace cpu {
 namespace {
 
-// Images per GEMM: enough columns (chunk * OH * OW) for OpenBLAS to split well over the cores, few
-// enough that the im2col chunk stays in L2 (docs/benchmarks.md, "conv").
-constexpr int64_t kTargetColumns = 1024;
+// Images per GEMM: about this many columns (chunk * OH * OW), 2 images of conv1 and 8 of conv2 in the
+// default CNN. Timings were flat within noise from 784 to 12544 columns (docs/benchmarks.md, "conv").
+constexpr int64_t kTargetColumns = 1568;
 
 int64_t images_per_chunk(const Conv2dGeometry& g) {
   const int64_t P = g.OH() * g.OW();
@@ -105,11 +105,53 @@ template <typename T> void col2im(const Conv2dGeometry& g, const T* col, int64_t
       }
 }
 
-// (OC, chunk * P) with image j at columns [j * P, (j + 1) * P), from/to the NCHW tensor's chunk.
-template <typename T> void gather_rows(const T* nchw, int64_t OC, int64_t P, int64_t chunk, T* rows) {
+// The per-image steps of one chunk of `chunk` images. A chunk's matrices are (rows, chunk * P) with image j
+// at columns [j * P, (j + 1) * P). They stay on the calling thread: splitting them over a second thread
+// while OpenBLAS's idle worker spins on that core made the forward pass slower (docs/benchmarks.md, "conv").
+template <typename T> void im2col_chunk(const Conv2dGeometry& g, const T* x, int64_t chunk, T* col) {
+  const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
+  for (int64_t j = 0; j < chunk; ++j) im2col(g, x + j * in_image, col + j * P, chunk * P);
+}
+
+template <typename T> void col2im_chunk(const Conv2dGeometry& g, const T* col, int64_t chunk, T* dx) {
+  const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
+  for (int64_t j = 0; j < chunk; ++j) col2im(g, col + j * P, chunk * P, dx + j * in_image);
+}
+
+// rows (OC, chunk * P) from the chunk's NCHW gradient dy.
+template <typename T> void gather_chunk(const Conv2dGeometry& g, const T* dy, int64_t chunk, T* rows) {
+  const int64_t P = g.OH() * g.OW();
   for (int64_t j = 0; j < chunk; ++j)
-    for (int64_t o = 0; o < OC; ++o)
-      std::memcpy(rows + o * chunk * P + j * P, nchw + (j * OC + o) * P, static_cast<size_t>(P) * sizeof(T));
+    for (int64_t o = 0; o < g.OC; ++o)
+      std::memcpy(rows + o * chunk * P + j * P, dy + (j * g.OC + o) * P, static_cast<size_t>(P) * sizeof(T));
+}
+
+// The chunk's NCHW output y from the product out (OC, chunk * P), adding the bias on the way.
+template <typename T> void scatter_chunk(const Conv2dGeometry& g, const T* out, const T* bias, int64_t chunk, T* y) {
+  const int64_t P = g.OH() * g.OW(), cols = chunk * P;
+  for (int64_t j = 0; j < chunk; ++j)
+    for (int64_t o = 0; o < g.OC; ++o) {
+      const T* src = out + o * cols + j * P;
+      T* dst = y + (j * g.OC + o) * P;
+      const T b = bias != nullptr ? bias[o] : T(0);
+      for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + b;
+    }
+}
+
+// sums[o] += the sum of row o of rows (OC, cols): eight float lanes per row (vectorised), then double.
+template <typename T> void add_row_sums(const T* rows, int64_t OC, int64_t cols, double* sums) {
+  constexpr int kLanes = 8;
+  for (int64_t o = 0; o < OC; ++o) {
+    const T* r = rows + o * cols;
+    T lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= cols; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lanes[j] += r[i + j];
+    double s = 0;
+    for (; i < cols; ++i) s += static_cast<double>(r[i]);
+    for (int j = 0; j < kLanes; ++j) s += static_cast<double>(lanes[j]);
+    sums[o] += s;
+  }
 }
 
 }  // namespace
@@ -121,16 +163,9 @@ template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, c
   T* out = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
-    for (int64_t j = 0; j < chunk; ++j) im2col(g, x + (n0 + j) * in_image, col + j * P, cols);
+    im2col_chunk(g, x + n0 * in_image, chunk, col);
     gemm<T>(false, false, g.OC, cols, CKK, T(1), weight, CKK, col, cols, T(0), out, cols, nullptr, Epilogue::None);
-    // Scatter the (OC, chunk * P) product into NCHW, adding the bias on the way.
-    for (int64_t j = 0; j < chunk; ++j)
-      for (int64_t o = 0; o < g.OC; ++o) {
-        const T* src = out + o * cols + j * P;
-        T* dst = y + ((n0 + j) * g.OC + o) * P;
-        const T b = bias != nullptr ? bias[o] : T(0);
-        for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + b;
-      }
+    scatter_chunk(g, out, bias, chunk, y + n0 * g.OC * P);
   }
 }
 
@@ -141,10 +176,10 @@ template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const 
   T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
-    gather_rows(dy + n0 * g.OC * P, g.OC, P, chunk, rows);
+    gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
     // col (CKK, cols) = weight^T (CKK, OC) @ dy (OC, cols)
     gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
-    for (int64_t j = 0; j < chunk; ++j) col2im(g, col + j * P, cols, dx + (n0 + j) * in_image);
+    col2im_chunk(g, col, chunk, dx + n0 * in_image);
   }
 }
 
@@ -154,20 +189,17 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
   T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
   T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
-  std::vector<double> bias_sum(dbias != nullptr ? static_cast<size_t>(g.OC) : 0, 0.0);
+  std::vector<double> bias_sum(static_cast<size_t>(g.OC), 0.0);
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
-    for (int64_t j = 0; j < chunk; ++j) im2col(g, x + (n0 + j) * in_image, col + j * P, cols);
-    gather_rows(dy + n0 * g.OC * P, g.OC, P, chunk, rows);
+    im2col_chunk(g, x + n0 * in_image, chunk, col);
+    gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
     // dweight (OC, CKK) += dy (OC, cols) @ col^T (cols, CKK)
     gemm<T>(false, true, g.OC, CKK, cols, T(1), rows, cols, col, cols, T(1), dweight, CKK, nullptr, Epilogue::None);
-    for (int64_t o = 0; o < static_cast<int64_t>(bias_sum.size()); ++o) {
-      double s = 0;
-      for (int64_t i = 0; i < cols; ++i) s += static_cast<double>(rows[o * cols + i]);
-      bias_sum[static_cast<size_t>(o)] += s;
-    }
+    if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data());
   }
-  for (size_t o = 0; o < bias_sum.size(); ++o) dbias[o] += static_cast<T>(bias_sum[o]);
+  if (dbias != nullptr)
+    for (int64_t o = 0; o < g.OC; ++o) dbias[o] += static_cast<T>(bias_sum[static_cast<size_t>(o)]);
 }
 
 #define EMBER_INSTANTIATE_CONV(T)                                                                      \

@@ -63,17 +63,28 @@ TEST_CASE("cpu max_pool2d matches the definition, argmax included, and routes gr
   }
 }
 
-TEST_CASE("cpu max_pool2d: NaN wins its window, -inf windows point at their first pixel", "[kernels]") {
-  const Pool2dGeometry g{1, 1, 2, 4, 2, 2, 2, 2, 0, 0};
+TEST_CASE("cpu max_pool2d: the first NaN wins its window, else the first maximum, -inf windows their first pixel",
+          "[kernels]") {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> x = {1, nan, -inf, -inf, 5, 2, -inf, -inf};
-  std::vector<float> y(2);
-  std::vector<int32_t> argmax(2);
-  kernels::cpu::max_pool2d_forward<float>(g, x.data(), y.data(), argmax.data());
-  CHECK(std::isnan(y[0]));
-  CHECK(argmax[0] == 1);
-  CHECK(y[1] == -inf);
-  CHECK(argmax[1] == 2);
+  // Four 2x2 windows: {1, NaN / 5, 2}, all -inf, {3, 3 / 3, 4}, {0, 0 / NaN, 0}.
+  const std::vector<float> x = {1, nan, -inf, -inf, 3, 3, 0, 0, 5, 2, -inf, -inf, 3, 4, nan, 0};
+  // The same windows through the 2x2/2 fast path (float: four at a time), the generic loop (stride 1 down
+  // a 2-row input), and in double (the fast path's scalar form).
+  for (const Pool2dGeometry& g : {Pool2dGeometry{1, 1, 2, 8, 2, 2, 2, 2, 0, 0}, Pool2dGeometry{1, 1, 2, 8, 2, 2, 1, 2, 0, 0}}) {
+    INFO("stride_h " << g.stride_h);
+    std::vector<float> y(4);
+    std::vector<int32_t> argmax(4);
+    kernels::cpu::max_pool2d_forward<float>(g, x.data(), y.data(), argmax.data());
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == -inf);
+    CHECK(y[2] == 4);
+    CHECK(std::isnan(y[3]));
+    CHECK(argmax == std::vector<int32_t>{1, 2, 13, 14});
+    const std::vector<double> xd(x.begin(), x.end());
+    std::vector<double> yd(4);
+    kernels::cpu::max_pool2d_forward<double>(g, xd.data(), yd.data(), argmax.data());
+    CHECK(argmax == std::vector<int32_t>{1, 2, 13, 14});
+  }
 }
 
 TEST_CASE("cpu max_pool2d gradient passes a float64 finite-difference check", "[kernels]") {

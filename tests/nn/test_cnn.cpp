@@ -216,6 +216,23 @@ TEST_CASE("Float64 gradient check of a whole CNN through cross-entropy (fused Ba
   }
 }
 
+TEST_CASE("A first Conv2d told its input is data skips the input gradient and still accumulates its own", "[nn]") {
+  auto model = fixture_model(DType::F64);
+  Tensor x = fill({3, 2, 7, 6}, 0.53, 0.5, 2.0).to(DType::F64);
+  Tensor labels = Tensor::from_vector<int64_t>({0, 4, 2}, {3});
+  CrossEntropyLoss ce;
+  ce.forward(model->forward(x), labels);
+  CHECK(model->backward(ce.backward()).defined());
+  const std::vector<double> once = model->named_parameters()[0].second->grad.to_vector<double>();
+  model->set_input_grad(false);
+  CHECK_FALSE((*model)[0].input_grad());
+  CHECK((*model)[4].input_grad());  // only the first layer sees the data
+  ce.forward(model->forward(x), labels);
+  CHECK_FALSE(model->backward(ce.backward()).defined());
+  const std::vector<double> twice = model->named_parameters()[0].second->grad.to_vector<double>();
+  for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == Approx(2 * once[i]));
+}
+
 TEST_CASE("load_state_dict copies in place and names what is missing, unexpected or misshapen", "[nn]") {
   auto source = fixture_model(DType::F64);
   source->forward(fill({3, 2, 7, 6}, 0.1, 0.2).to(DType::F64));  // running statistics worth copying
