@@ -18,7 +18,7 @@ struct GivenFlags {
 
 // The CNN's default recipe (docs/benchmarks.md, "CNN accuracy"), for the flags not given on the command line.
 void apply_cnn_recipe(train::TrainConfig& c, GivenFlags given) {
-  if (!given.epochs) c.epochs = 15;
+  if (!given.epochs) c.epochs = 10;
   if (!given.lr) c.lr = 0.05;
   if (!given.weight_decay) c.weight_decay = 5e-4;
   if (!given.hidden) c.hidden = {128};
@@ -40,13 +40,13 @@ void add_train_command(CLI::App& app) {
                     ->check(CLI::IsMember({"mlp", "cnn"}));
   sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
   sub->add_option("--device", *device, "auto (best: cuda:0 if usable, else cpu), cpu, cuda or cuda:N");
-  auto* epochs = sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all)")->check(CLI::Range(1, 100000));
+  auto* epochs = sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all; cnn default: 10)")->check(CLI::Range(1, 100000));
   sub->add_option("--batch-size", cfg->batch_size, "Samples per step")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
-  auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate (cnn default: 0.05)")->check(CLI::PositiveNumber);
   sub->add_option("--momentum", cfg->momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
   sub->add_flag("--nesterov,!--no-nesterov", cfg->nesterov, "Nesterov momentum (SGD)");
-  auto* weight_decay = sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW)")->check(CLI::NonNegativeNumber);
+  auto* weight_decay = sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW; cnn default: 5e-4)")->check(CLI::NonNegativeNumber);
   sub->add_option("--schedule", cfg->schedule, "constant, step or cosine")->check(CLI::IsMember({"constant", "step", "cosine"}));
   sub->add_option("--warmup-epochs", cfg->warmup_epochs, "Linear warmup before the cosine decay")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-epochs", cfg->step_epochs, "step schedule: decay every N epochs")->check(CLI::PositiveNumber);

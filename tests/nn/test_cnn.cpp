@@ -167,6 +167,21 @@ TEST_CASE("CNN modules reject wrong input with the module path and the (N, C, H,
   CHECK_THROWS_AS(MaxPool2d(2, 2, 2), ValueError);  // padding over half the kernel
 }
 
+TEST_CASE("The summary of a CNN on the meta device: conv shapes, parameters and memory, nothing allocated", "[nn]") {
+  auto model = std::make_shared<Sequential>(std::make_shared<Conv2d>(1, 32, 3, 1, 1), std::make_shared<BatchNorm2d>(32),
+                                            std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+                                            std::make_shared<Flatten>(), std::make_shared<Linear>(32 * 14 * 14, 10));
+  model->to(Device::meta());
+  ModelSummary s = summarize(*model, {128, 1, 28, 28});
+  REQUIRE(s.layers.size() == 7);
+  CHECK(s.layers[1].type == "Conv2d");
+  CHECK(s.layers[1].output_shape == Shape{128, 32, 28, 28});
+  CHECK(s.layers[1].parameters == 32 * 9 + 32);
+  CHECK(s.layers[2].parameters == 64);  // weight and bias; running statistics are buffers
+  CHECK(s.layers[4].output_shape == Shape{128, 32, 14, 14});
+  CHECK(s.activation_bytes == 4 * (3 * 128 * 32 * 28 * 28 + 2 * 128 * 32 * 14 * 14 + 128 * 10));
+}
+
 TEST_CASE("Float64 gradient checks of Conv2d, MaxPool2d and BatchNorm2d (both modes) as modules", "[nn]") {
   manual_seed(5);
   Conv2d strided(3, 2, {3, 2}, {2, 1}, {1, 0}, true, DType::F64);
