@@ -6,6 +6,7 @@
 
 #include "core/ops.h"
 #include "nn/nn.h"
+#include "support/cnn_gradcheck.h"
 #include "support/compare.h"
 #include "support/gradcheck.h"
 #include "train/optim.h"
@@ -229,6 +230,10 @@ TEST_CASE("Float64 gradient check of a whole CNN through cross-entropy (fused Ba
       REQUIRE_GRADCHECK(loss_with(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
     }
   }
+}
+
+TEST_CASE("Float64 gradient check of a strided, padded CNN on the CPU (the one tests/cuda runs on the GPU)", "[nn]") {
+  ember::test::gradcheck_cnn_on(Device::cpu());
 }
 
 TEST_CASE("A first Conv2d told its input is data skips the input gradient and still accumulates its own", "[nn]") {
