@@ -9,7 +9,7 @@
 
 #include "apps/commands.h"
 #include "core/ops.h"
-#include "train/checkpoint.h"
+#include "train/models.h"
 #include "train/trainer.h"
 
 namespace ember::apps {
@@ -18,12 +18,14 @@ namespace {
 
 void run_eval(const std::string& checkpoint, const std::string& data, const std::string& device_text, bool as_json) {
   Device device = resolve_device(device_text);
-  train::LoadedModel loaded = train::load_mlp(checkpoint, device);
+  train::Network loaded = train::load_network(checkpoint, device);
   train::Dataset test = train::load_fashion_mnist(data, train::Split::Test);
-  EMBER_CHECK(loaded.sizes.front() == test.sample_numel() && loaded.sizes.back() == train::kFashionMnistClasses,
-              FormatError, checkpoint, ": the model is ", train::architecture_string(loaded.sizes),
-              " but Fashion-MNIST needs ", test.sample_numel(), " inputs and 10 outputs");
-  train::EvalResult r = train::evaluate(*loaded.model, test, 1000, true);
+  EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == test.sample_numel() &&
+                  loaded.arch.classes == train::kFashionMnistClasses,
+              FormatError, checkpoint, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
+              test.sample_numel(), " inputs and 10 outputs");
+  train::EvalResult r = train::evaluate(*loaded.model, test, 1000, true, train::kFashionMnistClasses,
+                                        loaded.arch.sample_shape());
   if (as_json) {
     nlohmann::json j{{"accuracy", r.accuracy}, {"loss", r.loss}, {"per_class", nlohmann::json::object()},
                      {"confusion", r.confusion}};
@@ -32,7 +34,7 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::printf("%s (%s) on %lld test images, %s\n", checkpoint.c_str(), train::architecture_string(loaded.sizes).c_str(),
+  std::printf("%s (%s) on %lld test images, %s\n", checkpoint.c_str(), loaded.arch.str().c_str(),
               static_cast<long long>(r.samples), device.str().c_str());
   std::printf("accuracy %.2f%%, loss %.4f\n\nper class:\n", 100 * r.accuracy, r.loss);
   for (size_t c = 0; c < r.per_class_accuracy.size(); ++c)
@@ -81,9 +83,9 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
                  const std::string& pgm) {
   EMBER_CHECK((index >= 0) != !pgm.empty(), ValueError, "give exactly one of --index N (a test-set image) or --pgm FILE");
   Device device = resolve_device(device_text);
-  train::LoadedModel loaded = train::load_mlp(checkpoint, device);
-  EMBER_CHECK(loaded.sizes.front() == 784, FormatError, checkpoint, ": the model takes ", loaded.sizes.front(),
-              " inputs; a 28x28 image has 784");
+  train::Network loaded = train::load_network(checkpoint, device);
+  EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == 784, FormatError, checkpoint, ": the model takes ",
+              loaded.arch.str(), " inputs; a 28x28 image has 784");
   Tensor image;
   std::string what;
   int64_t truth = -1;
@@ -99,7 +101,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
     what = "test image " + std::to_string(index);
   }
   loaded.model->eval();
-  Tensor x = ops::cast(image.to(device).reshape({1, 784}), DType::F32, 1.0 / 255);
+  Tensor x = ops::cast(image.to(device).reshape(loaded.arch.batch_shape(1)), DType::F32, 1.0 / 255);
   std::vector<float> probs = ops::softmax(loaded.model->forward(x)).to_vector<float>();
   size_t best = 0;
   for (size_t c = 1; c < probs.size(); ++c)

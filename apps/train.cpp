@@ -10,8 +10,24 @@
 
 namespace ember::apps {
 
+namespace {
+
+struct GivenFlags {
+  bool epochs, lr, weight_decay, hidden;
+};
+
+// The CNN's default recipe (docs/benchmarks.md, "CNN accuracy"), for the flags not given on the command line.
+void apply_cnn_recipe(train::TrainConfig& c, GivenFlags given) {
+  if (!given.epochs) c.epochs = 10;
+  if (!given.lr) c.lr = 0.05;
+  if (!given.weight_decay) c.weight_decay = 5e-4;
+  if (!given.hidden) c.hidden = {128};
+}
+
+}  // namespace
+
 void add_train_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "Train an MLP on Fashion-MNIST");
+  auto* sub = app.add_subcommand("train", "Train an MLP or a CNN on Fashion-MNIST");
   sub->option_defaults()->always_capture_default();
   auto cfg = std::make_shared<train::TrainConfig>();
   auto device = std::make_shared<std::string>("auto");
@@ -20,20 +36,25 @@ void add_train_command(CLI::App& app) {
   auto no_pin = std::make_shared<bool>(false);
   cfg->out_dir = "runs/fashion-mnist";
 
+  sub->add_option("--model", cfg->model, "mlp (784-256-128-10) or cnn (torch_cnn.py's: conv 32, conv 64, 128)")
+                    ->check(CLI::IsMember({"mlp", "cnn"}));
   sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
   sub->add_option("--device", *device, "auto (best: cuda:0 if usable, else cpu), cpu, cuda or cuda:N");
-  sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all)")->check(CLI::Range(1, 100000));
+  auto* epochs = sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all; cnn default: 10)")->check(CLI::Range(1, 100000));
   sub->add_option("--batch-size", cfg->batch_size, "Samples per step")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
-  sub->add_option("--lr", cfg->lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate (cnn default: 0.05)")->check(CLI::PositiveNumber);
   sub->add_option("--momentum", cfg->momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
   sub->add_flag("--nesterov,!--no-nesterov", cfg->nesterov, "Nesterov momentum (SGD)");
-  sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW)")->check(CLI::NonNegativeNumber);
+  auto* weight_decay = sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW; cnn default: 5e-4)")->check(CLI::NonNegativeNumber);
   sub->add_option("--schedule", cfg->schedule, "constant, step or cosine")->check(CLI::IsMember({"constant", "step", "cosine"}));
   sub->add_option("--warmup-epochs", cfg->warmup_epochs, "Linear warmup before the cosine decay")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-epochs", cfg->step_epochs, "step schedule: decay every N epochs")->check(CLI::PositiveNumber);
   sub->add_option("--step-gamma", cfg->step_gamma, "step schedule: multiply the lr by this")->check(CLI::PositiveNumber);
-  sub->add_option("--hidden", cfg->hidden, "Hidden layer sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  auto* hidden = sub->add_option("--hidden", cfg->hidden, "Hidden Linear sizes, comma-separated (cnn: 128)")
+                     ->delimiter(',')->check(CLI::PositiveNumber);
+  sub->add_option("--channels", cfg->channels, "cnn: conv block widths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  sub->add_option("--dropout", cfg->dropout, "cnn: dropout after each hidden Linear")->check(CLI::Range(0.0, 0.99));
   sub->add_option("--seed", cfg->seed, "Seed for initialisation and shuffling");
   sub->add_option("--threads", *threads, "Host threads for the CPU kernels (0: every core); results are the same for any count")->check(CLI::Range(0, 1024));
   sub->add_flag("--no-shuffle", *no_shuffle, "Keep the dataset order");
@@ -48,6 +69,8 @@ void add_train_command(CLI::App& app) {
 
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;
+    if (c.model == "cnn") apply_cnn_recipe(c, {epochs->count() > 0, lr->count() > 0, weight_decay->count() > 0,
+                                               hidden->count() > 0});
     c.device = resolve_device(*device);
     c.shuffle = !*no_shuffle;
     c.pin_memory = !*no_pin;

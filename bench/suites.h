@@ -1,4 +1,4 @@
-// The benchmark suites behind `ember bench` (transfers, gemm, ops, step, crossover) and the report
+// The benchmark suites behind `ember bench` (transfers, gemm, ops, step, conv, crossover) and the report
 // they fill: rows of figures plus what was measured where, when and how.
 #pragma once
 
@@ -13,7 +13,7 @@
 namespace ember::bench {
 
 inline const std::vector<std::string>& suite_names() {
-  static const std::vector<std::string> names = {"transfers", "gemm", "ops", "step", "crossover"};
+  static const std::vector<std::string> names = {"transfers", "gemm", "ops", "step", "conv", "crossover"};
   return names;
 }
 
@@ -103,5 +103,6 @@ void run_transfers(BenchContext& ctx);
 void run_gemm(BenchContext& ctx);
 void run_ops(BenchContext& ctx);
 void run_step(BenchContext& ctx);
+void run_conv(BenchContext& ctx);
 
 }  // namespace ember::bench

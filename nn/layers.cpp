@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/ops.h"
+#include "nn/batchnorm.h"
 #include "nn/summary.h"
 
 namespace ember::nn {
@@ -107,14 +108,18 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   const auto& kids = children();
+  relu_folded_.assign(kids.size(), false);
   for (size_t i = 0; i < kids.size(); ++i) {
     auto* linear = dynamic_cast<Linear*>(kids[i].second.get());
+    auto* norm = dynamic_cast<BatchNorm2d*>(kids[i].second.get());
     auto* relu = i + 1 < kids.size() ? dynamic_cast<ReLU*>(kids[i + 1].second.get()) : nullptr;
-    if (linear != nullptr && relu != nullptr && linear->bias() != nullptr) {
-      // Linear -> ReLU: one GEMM with bias and ReLU in its epilogue instead of two passes.
-      h = linear->forward_relu(h);
+    if (relu != nullptr && ((linear != nullptr && linear->bias() != nullptr) || norm != nullptr)) {
+      // Linear -> ReLU: one GEMM with bias and ReLU in its epilogue; BatchNorm2d -> ReLU: one normalising
+      // pass that clamps, and one backward pass that applies the mask.
+      h = linear != nullptr ? linear->forward_relu(h) : norm->forward_relu(h);
       relu->adopt_output(h);
-      detail::record_layer(*linear, h);  // the pre-activation is never materialised: show the fused output
+      relu_folded_[i + 1] = norm != nullptr;
+      detail::record_layer(*kids[i].second, h);  // the pre-activation is never materialised: show the fused output
       detail::record_layer(*relu, h);
       ++i;
     } else {
@@ -142,7 +147,8 @@ Tensor Sequential::backward(const Tensor& grad_out) {
   const auto& kids = children();
   if (kids.empty()) return input_grad() ? g : Tensor();
   const size_t stop = input_grad() ? 0 : std::min(first_with_parameters(*this), kids.size() - 1);
-  for (size_t i = kids.size(); i-- > stop;) g = kids[i].second->backward(g);
+  for (size_t i = kids.size(); i-- > stop;)
+    if (i >= relu_folded_.size() || !relu_folded_[i]) g = kids[i].second->backward(g);
   return input_grad() ? g : Tensor();
 }
 

@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "core/generator.h"
 #include "nn/module.h"
@@ -96,6 +97,11 @@ class Sequential : public Module {
   void set_input_grad(bool needed) override;
   size_t size() const { return children().size(); }
   Module& operator[](size_t i) const { return *children().at(i).second; }
+
+ private:
+  // relu_folded_[i]: child i is a ReLU whose mask the previous child's backward applies (a fused
+  // BatchNorm2d -> ReLU in the last forward), so backward skips it.
+  std::vector<bool> relu_folded_;
 };
 
 }  // namespace ember::nn

@@ -2,6 +2,7 @@
 #include "nn/module.h"
 
 #include <cctype>
+#include <map>
 
 #include "core/ops.h"
 #include "nn/summary.h"
@@ -84,6 +85,48 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   for (const auto& [name, child] : children_)
     for (auto& [sub, b] : child->named_buffers()) out.emplace_back(name + "." + sub, b);
   return out;
+}
+
+void Module::collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (auto& [name, p] : parameters_) out.emplace_back(prefix + name, &p->value);
+  for (auto& [name, b] : buffers_) out.emplace_back(prefix + name, &b);
+  for (auto& [name, child] : children_) child->collect_state(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, p] : parameters_) out.emplace_back(name, p->value);
+  for (const auto& [name, b] : buffers_) out.emplace_back(name, b);
+  for (const auto& [name, child] : children_)
+    for (auto& [sub, t] : child->state_dict()) out.emplace_back(name + "." + sub, t);
+  return out;
+}
+
+void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, bool strict) {
+  std::vector<std::pair<std::string, Tensor*>> entries;
+  collect_state("", entries);
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : tensors) given[name] = &t;
+  std::string missing, unexpected;
+  for (const auto& [name, target] : entries) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      continue;
+    }
+    const Tensor& src = *it->second;
+    EMBER_CHECK(src.shape() == target->shape(), ShapeError, "load_state_dict: '", name, "' has shape ",
+                shape_str(src.shape()), " but ", path_, " expects ", shape_str(target->shape()));
+    given.erase(it);
+  }
+  for (const auto& [name, t] : given) unexpected += (unexpected.empty() ? "" : ", ") + name;
+  EMBER_CHECK(!strict || (missing.empty() && unexpected.empty()), ValueError, "load_state_dict for ", path_, " (",
+              type_name(), "): ", missing.empty() ? "" : "missing keys: " + missing,
+              !missing.empty() && !unexpected.empty() ? "; " : "", unexpected.empty() ? "" : "unexpected keys: " + unexpected);
+  // Only after every check passed, so a rejected call leaves the module as it was.
+  for (const auto& [name, target] : entries)
+    for (const auto& [src_name, src] : tensors)
+      if (src_name == name) target->copy_from(src.dtype() == target->dtype() ? src : src.to(target->dtype()));
 }
 
 int64_t Module::num_parameters() const {

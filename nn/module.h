@@ -45,6 +45,14 @@ class Module {
   std::vector<std::pair<std::string, ParameterPtr>> named_parameters() const;  // "0.weight", ...
   std::vector<ParameterPtr> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // Parameter values and buffers under PyTorch's state_dict names and order: a module's own parameters,
+  // then its own buffers, then each child's ("0.weight", "1.running_mean", "1.num_batches_tracked", ...).
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Copies the given values into the parameters and buffers of the same names (converted to each one's
+  // dtype and device, in place, so optimizers keep their references). Strict: the names must be exactly
+  // those of state_dict() (ValueError listing the missing and unexpected ones); a shape that differs is
+  // a ShapeError naming the entry. Not strict: missing and unexpected names are skipped.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, bool strict = true);
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   int64_t num_parameters() const;
 
@@ -88,6 +96,8 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // (name, tensor) for every parameter value and buffer of this module and below, in state_dict order.
+  void collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
   void set_path(const std::string& path);
   static void check_name(const std::string& name, const char* what);
   void check_unique(const std::string& name) const;

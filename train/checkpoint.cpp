@@ -111,6 +111,7 @@ void save_training_state(const std::string& path, const TrainingState& state) {
   std::map<std::string, std::string> meta{{"format", "ember-training-state"},
                                           {"epochs_done", std::to_string(state.epochs_done)},
                                           {"step", std::to_string(state.step)},
+                                          {"rng_offset", std::to_string(state.rng_offset)},
                                           {"config", state.config_json},
                                           {"history", state.history_json.empty() ? "[]" : state.history_json}};
   for (const auto& [name, v] : state.optimizer.scalars) meta["optimizer." + name] = format_double(v);
@@ -124,6 +125,13 @@ TrainingState load_training_state(const std::string& path) {
   TrainingState s;
   s.epochs_done = static_cast<int64_t>(parse_double(path, "epochs_done", metadata(file, path, "epochs_done")));
   s.step = static_cast<int64_t>(parse_double(path, "step", metadata(file, path, "step")));
+  // States written before the CNN (no dropout to resume) have no generator position: 0.
+  if (file.metadata.count("rng_offset") != 0) {
+    const std::string& text = file.metadata.at("rng_offset");
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), s.rng_offset);
+    EMBER_CHECK(ec == std::errc() && ptr == text.data() + text.size(), FormatError, path,
+                ": metadata 'rng_offset' should be an unsigned integer, found '", text, "'");
+  }
   s.config_json = metadata(file, path, "config");
   s.history_json = metadata(file, path, "history");
   for (const auto& [key, value] : file.metadata)

@@ -35,6 +35,7 @@ struct TrainingState {
   optim::OptimizerState optimizer;
   int64_t epochs_done = 0;  // completed epochs
   int64_t step = 0;         // optimizer steps taken
+  uint64_t rng_offset = 0;  // position of the run's generator (dropout masks) on its Philox stream
   std::string config_json;  // the run's configuration
   std::string history_json; // per-epoch metrics so far (a JSON array)
 };

@@ -17,6 +17,7 @@
 #include "nn/summary.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
+#include "train/models.h"
 #include "train/svg.h"
 
 namespace ember::train {
@@ -31,7 +32,8 @@ std::string TrainConfig::to_json() const {
          {"batch_size", batch_size},     {"optimizer", optimizer},    {"lr", lr},
          {"momentum", momentum},         {"nesterov", nesterov},      {"weight_decay", weight_decay},
          {"schedule", schedule},         {"warmup_epochs", warmup_epochs}, {"step_epochs", step_epochs},
-         {"step_gamma", step_gamma},     {"hidden", hidden},          {"seed", seed},
+         {"step_gamma", step_gamma},     {"model", model},            {"hidden", hidden},
+         {"channels", channels},         {"dropout", dropout},        {"seed", seed},
          {"shuffle", shuffle},           {"pin_memory", pin_memory},  {"limit", limit},
          {"init_path", init_path},       {"skip_nonfinite", skip_nonfinite}};
   return j.dump();
@@ -54,7 +56,10 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     c.warmup_epochs = j.at("warmup_epochs").get<double>();
     c.step_epochs = j.at("step_epochs").get<int64_t>();
     c.step_gamma = j.at("step_gamma").get<double>();
+    c.model = j.value("model", std::string("mlp"));  // runs saved before CNNs existed were MLPs
     c.hidden = j.at("hidden").get<std::vector<int64_t>>();
+    c.channels = j.value("channels", c.channels);
+    c.dropout = j.value("dropout", c.dropout);
     c.seed = j.at("seed").get<uint64_t>();
     c.shuffle = j.at("shuffle").get<bool>();
     c.pin_memory = j.at("pin_memory").get<bool>();
@@ -100,6 +105,13 @@ json transfers_json(const std::array<TransferStats, 3>& t) {
   return out;
 }
 
+Architecture architecture_of(const TrainConfig& c) {
+  Architecture a = c.model == "cnn" ? Architecture::cnn(c.channels, c.hidden) : Architecture::mlp(c.hidden);
+  a.kind = c.model;
+  a.dropout = c.dropout;
+  return a;
+}
+
 void validate(const TrainConfig& c) {
   EMBER_CHECK(c.epochs >= 1, ValueError, "--epochs must be >= 1, got ", c.epochs);
   EMBER_CHECK(c.batch_size >= 1, ValueError, "--batch-size must be >= 1, got ", c.batch_size);
@@ -111,7 +123,7 @@ void validate(const TrainConfig& c) {
   EMBER_CHECK(c.schedule == "constant" || c.schedule == "step" || c.schedule == "cosine", ValueError,
               "--schedule must be constant, step or cosine, got '", c.schedule, "'");
   EMBER_CHECK(!c.hidden.empty(), ValueError, "--hidden needs at least one layer size, e.g. 256,128");
-  for (int64_t h : c.hidden) EMBER_CHECK(h >= 1, ValueError, "--hidden sizes must be >= 1, got ", h);
+  architecture_of(c).check();
   EMBER_CHECK(c.limit == -1 || c.limit >= 1, ValueError, "--limit must be >= 1, got ", c.limit);
   EMBER_CHECK(!c.nesterov || c.optimizer != "sgd" || c.momentum > 0, ValueError, "--nesterov needs --momentum > 0");
 }
@@ -251,7 +263,8 @@ std::array<TransferStats, 3> ledger_since(const std::array<TransferStats, 3>& st
 
 }  // namespace
 
-EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, bool confusion, int64_t num_classes) {
+EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, bool confusion, int64_t num_classes,
+                    const Shape& sample_shape) {
   bool was_training = model.is_training();
   model.eval();
   Device device = model.device();
@@ -264,7 +277,9 @@ EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, 
   Batch batch;
   int64_t seen = 0;
   while (loader.next(batch)) {
-    Tensor logits = model.forward(batch.x);
+    Shape shape{batch.size()};
+    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+    Tensor logits = model.forward(sample_shape.empty() ? batch.x : batch.x.view(shape));
     ops::add_(loss_sum, ce.forward(logits, batch.y), static_cast<double>(batch.size()));
     ops::add_(correct, ops::cast(ops::count_correct(logits, batch.y), DType::F32));
     if (confusion) {
@@ -319,22 +334,25 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
   Dataset train_set = load_fashion_mnist(cfg.data_dir, Split::Train, cfg.limit);
   Dataset test_set = load_fashion_mnist(cfg.data_dir, Split::Test);
 
-  std::vector<int64_t> sizes{train_set.sample_numel()};
-  sizes.insert(sizes.end(), cfg.hidden.begin(), cfg.hidden.end());
-  sizes.push_back(kFashionMnistClasses);
+  Architecture arch = architecture_of(cfg);
   std::shared_ptr<nn::Sequential> model;
+  Generator generator(cfg.seed);  // initial weights, then the dropout masks: lives as long as the model
   std::string weights = resuming ? cfg.resume_dir + "/model.safetensors" : cfg.init_path;
   if (!weights.empty()) {
-    LoadedModel loaded = load_mlp(weights, cfg.device);
-    EMBER_CHECK(loaded.sizes.front() == sizes.front() && loaded.sizes.back() == sizes.back(), FormatError, weights,
-                ": the model is ", architecture_string(loaded.sizes), " but Fashion-MNIST needs ", sizes.front(),
-                " inputs and ", sizes.back(), " outputs");
+    // The checkpoint's architecture wins over --model/--hidden/--channels.
+    Network loaded = load_network(weights, cfg.device, cfg.dropout, generator);
+    if (resuming) generator.set_state(cfg.seed, resume.rng_offset);  // dropout continues where it stopped
+    EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == train_set.sample_numel() &&
+                    loaded.arch.classes == kFashionMnistClasses,
+                FormatError, weights, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
+                train_set.sample_numel(), " inputs and ", kFashionMnistClasses, " outputs");
     model = loaded.model;
-    sizes = loaded.sizes;
-    cfg.hidden.assign(sizes.begin() + 1, sizes.end() - 1);
+    arch = loaded.arch;
+    cfg.model = arch.kind;
+    cfg.hidden = arch.hidden;
+    if (arch.is_cnn()) cfg.channels = arch.channels;
   } else {
-    Generator init(cfg.seed);
-    model = make_mlp(sizes, cfg.device, init);
+    model = make_model(arch, cfg.device, generator);
   }
 
   model->set_input_grad(false);  // the input is data: the first layer skips its dx GEMM, as PyTorch does
@@ -349,11 +367,11 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
 
   fs::create_directories(cfg.out_dir);
   if (!cfg.quiet) {
-    log << "ember train: " << architecture_string(sizes) << " MLP on " << cfg.device.str() << ", "
+    log << "ember train: " << arch.str() << (arch.is_cnn() ? " CNN" : " MLP") << " on " << cfg.device.str() << ", "
         << train_set.size() << " training / " << test_set.size() << " test samples, batch " << cfg.batch_size << ", "
         << cfg.optimizer << " lr " << cfg.lr << " (" << cfg.schedule << ")"
         << (resuming ? ", resuming after epoch " + std::to_string(resume.epochs_done) : "") << "\n"
-        << nn::summarize(*model, {cfg.batch_size, sizes.front()}).table();
+        << nn::summarize(*model, arch.batch_shape(cfg.batch_size)).table();
   }
 
   // One scan of the loss and every gradient per step, where they live; the optimizer kernels skip a
@@ -399,7 +417,7 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     while (loader.next(batch)) {
       optimizer->set_lr(schedule->lr_at(step));
       optimizer->zero_grad();
-      Tensor logits = model->forward(batch.x);
+      Tensor logits = model->forward(arch.is_cnn() ? batch.x.view(arch.batch_shape(batch.size())) : batch.x);
       Tensor loss = ce.forward(logits, batch.y);
       model->backward(ce.backward());
       guard.check(++step, watched.with_loss(loss));
@@ -439,7 +457,7 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
             << " step(s) with NaN or Inf (the latest: step " << r.last_step << "); the loss and accuracy leave out "
             << samples - counted << " sample(s) whose loss was not finite\n";
     }
-    EvalResult test = evaluate(*model, test_set, 1000, false);
+    EvalResult test = evaluate(*model, test_set, 1000, false, kFashionMnistClasses, arch.sample_shape());
     EpochMetrics m{epoch, train_loss, train_acc, test.loss, test.accuracy, seconds, double(samples) / seconds,
                    optimizer->lr()};
     history.push_back(m);
@@ -455,9 +473,9 @@ TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
     // A checkpoint after every epoch, each file written atomically.
     json hist = json::array();
     for (const auto& h : history) hist.push_back(epoch_json(h));
-    save_model(cfg.out_dir + "/model.safetensors", *model, sizes);
+    save_network(cfg.out_dir + "/model.safetensors", *model, arch);
     save_training_state(cfg.out_dir + "/state.safetensors",
-                        {optimizer->state_dict(), epoch, step, cfg.to_json(), hist.dump()});
+                        {optimizer->state_dict(), epoch, step, generator.offset(), cfg.to_json(), hist.dump()});
     result.transfers = ledger_since(ledger_start);
     write_run_files(cfg.out_dir, cfg, history, result.transfers);
   }

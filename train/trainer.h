@@ -28,7 +28,10 @@ struct TrainConfig {
   double warmup_epochs = 1;        // cosine: linear warmup
   int64_t step_epochs = 5;         // step: decay every this many epochs
   double step_gamma = 0.1;
+  std::string model = "mlp";       // mlp | cnn (train/models.h)
   std::vector<int64_t> hidden = {256, 128};
+  std::vector<int64_t> channels = {32, 64};  // cnn: conv block widths
+  double dropout = 0.25;           // cnn: after each hidden Linear
   uint64_t seed = 0;
   bool shuffle = true;
   bool pin_memory = true;
@@ -71,9 +74,10 @@ struct EvalResult {
 // model.safetensors, state.safetensors, metrics.csv, metrics.svg (and --metrics-json).
 TrainResult train_model(const TrainConfig& config, std::ostream& log);
 
-// Loss and accuracy of `model` on `data` (batches on the model's device); with `confusion`, the
-// confusion matrix and per-class accuracy too.
+// Loss and accuracy of `model` on `data` (batches on the model's device, each sample viewed as
+// `sample_shape`: (784) for an MLP, (1, 28, 28) for a CNN); with `confusion`, the confusion matrix and
+// per-class accuracy too.
 EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, bool confusion,
-                    int64_t num_classes = kFashionMnistClasses);
+                    int64_t num_classes = kFashionMnistClasses, const Shape& sample_shape = {});
 
 }  // namespace ember::train

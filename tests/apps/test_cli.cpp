@@ -100,6 +100,55 @@ TEST_CASE("ember train on 2000 samples writes checkpoints and metrics that eval 
   fs::remove_all(dir);
 }
 
+TEST_CASE("ember train --model cnn: summary with conv shapes, eval and predict read the CNN from its checkpoint",
+          "[apps]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed");
+    return;
+  }
+  fs::path dir = fresh_dir("cnn");
+  Run r = run_ember("train --model cnn --device cpu --threads 1 --limit 640 --epochs 1 --out " + dir.string() +
+                    " --metrics-json " + (dir / "m.json").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("1x28x28-c32-c64-128-10 CNN") &&
+                           Catch::Contains("model.0            Conv2d       [128, 32, 28, 28]          320") &&
+                           Catch::Contains("BatchNorm2d") && Catch::Contains("[128, 64, 7, 7]") &&
+                           Catch::Contains("estimated training memory"));
+  const std::string model = (dir / "model.safetensors").string();
+  Run e = run_ember("eval --device cpu --json --checkpoint " + model);
+  INFO(e.output);
+  REQUIRE(e.code == 0);
+  // Eval in eval mode (running statistics) gives what the trainer measured after its epoch.
+  const double trained = nlohmann::json::parse(slurp(dir / "m.json"))["epochs"][0]["test_accuracy"].get<double>();
+  CHECK(nlohmann::json::parse(e.output)["accuracy"].get<double>() == Approx(trained).margin(1e-6));
+  CHECK(trained > 0.15);  // five warm-up steps; chance is 0.10
+  Run p = run_ember("predict --device cpu --index 0 --checkpoint " + model);
+  CHECK(p.code == 0);
+  CHECK_THAT(p.output, Catch::Contains("true class: Ankle boot"));
+  Run text = run_ember("eval --device cpu --checkpoint " + model);
+  CHECK_THAT(text.output, Catch::Contains("(1x28x28-c32-c64-128-10)"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Resume of a CNN (dropout, BatchNorm statistics): 2 epochs straight equal 1 + 1, bit for bit", "[apps]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed");
+    return;
+  }
+  fs::path a = fresh_dir("cnn-straight"), b = fresh_dir("cnn-resumed");
+  const std::string common = "train --model cnn --channels 4,8 --hidden 16 --device cpu --quiet --threads 1 --limit 300 "
+                             "--batch-size 100 --seed 3 --schedule step --step-epochs 1 ";
+  REQUIRE(run_ember(common + "--epochs 2 --out " + a.string()).code == 0);
+  REQUIRE(run_ember(common + "--epochs 1 --out " + b.string()).code == 0);
+  Run r = run_ember("train --device cpu --quiet --threads 1 --epochs 2 --resume " + b.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(slurp(a / "model.safetensors") == slurp(b / "model.safetensors"));
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST_CASE("Resume: 2 epochs straight equal 1 epoch + --resume + 1 epoch, bit for bit", "[apps]") {
   if (!have_dataset()) {
     WARN("dataset-fashion-mnist is not installed");
@@ -172,6 +221,8 @@ TEST_CASE("Bad command lines and bad files: one clear line, exit 2 for usage and
       {"train --device gpu", 2, "invalid device string 'gpu'"},
       {"train --device cuda:x", 2, "invalid device string"},
       {"train --limit 0", 2, "--limit must be >= 1"},
+      {"train --model resnet", 2, "--model"},
+      {"train --model cnn --channels 8,8,8,8,8,8", 2, "halve a 28x28 image to nothing"},
       {"train --data " + (dir / "nowhere").string(), 1, "dataset-fashion-mnist"},
       {"eval --checkpoint " + (dir / "missing.safetensors").string(), 1, "missing.safetensors"},
       {"predict --checkpoint x.safetensors", 2, "exactly one of --index N"},

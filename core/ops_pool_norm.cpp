@@ -1,0 +1,163 @@
+// max_pool2d and batch_norm with their backward ops: checks, then one dispatch to the host or CUDA kernels.
+#include "core/checks.h"
+#include "core/dispatch.h"
+#include "core/ops_cnn.h"
+#include "kernels/batchnorm.h"
+#include "kernels/pool.h"
+
+namespace ember::ops {
+
+namespace k = kernels;
+
+namespace {
+
+k::Pool2dGeometry pool_geometry(const char* op, const Shape& x, const Pool2dParams& p) {
+  EMBER_CHECK(x.size() == 4, ShapeError, op, "() expects a 4-d input (N, C, H, W), but got shape ", shape_str(x));
+  EMBER_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0, ValueError, op,
+              "(): kernel and stride must be positive, got kernel (", p.kernel_h, ", ", p.kernel_w, ") stride (",
+              p.stride_h, ", ", p.stride_w, ")");
+  EMBER_CHECK(p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w, ValueError, op,
+              "(): padding must be between 0 and half the kernel, got padding (", p.pad_h, ", ", p.pad_w,
+              ") for kernel (", p.kernel_h, ", ", p.kernel_w, ")");
+  const k::Pool2dGeometry g{x[0], x[1], x[2], x[3], p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+  EMBER_CHECK(g.H + 2 * g.pad_h >= g.KH && g.W + 2 * g.pad_w >= g.KW, ShapeError, op, "(): the ", g.KH, "x", g.KW,
+              " window does not fit input ", shape_str(x), " with padding (", g.pad_h, ", ", g.pad_w, ")");
+  return g;
+}
+
+// (N, C, H*W) of a 4-d input, or (N, C, 1) of a 2-d one (BatchNorm1d-style features).
+k::BatchNormGeometry bn_geometry(const Tensor& x) {
+  EMBER_CHECK(x.dim() == 4 || x.dim() == 2, ShapeError, "batch_norm() expects input (N, C, H, W) or (N, C), but got shape ",
+              shape_str(x.shape()));
+  return {x.size(0), x.size(1), x.dim() == 4 ? x.size(2) * x.size(3) : 1};
+}
+
+void check_channel_vector(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  if (!t.defined()) return;
+  check_same_device(op, {{"input", x}, {name, t}});
+  check_same_dtype(op, {{"input", x}, {name, t}});
+  EMBER_CHECK(t.shape() == Shape{x.size(1)} && t.is_contiguous(), ShapeError, op, "() expects a contiguous ", name,
+              " of shape [", x.size(1), "] for input ", shape_str(x.shape()), ", but got ", shape_str(t.shape()));
+}
+
+template <typename T> const T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+template <typename T> T* mut(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
+}  // namespace
+
+MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dParams& p) {
+  check_defined("max_pool2d", {"input", x});
+  check_floating("max_pool2d", {"input", x});
+  const k::Pool2dGeometry g = pool_geometry("max_pool2d", x.shape(), p);
+  MaxPool2dResult r{Tensor::empty({g.N, g.C, g.OH(), g.OW()}, x.dtype(), x.device()),
+                    Tensor::empty({g.N, g.C, g.OH(), g.OW()}, DType::I32, x.device())};
+  if (x.device().is_meta()) return r;
+  Tensor xc = x.contiguous();
+  visit_floating(x.dtype(), "max_pool2d", [&](auto zero) {
+    using T = decltype(zero);
+    int32_t* idx = r.argmax.data<int32_t>();
+    if (x.device().is_cpu()) k::cpu::max_pool2d_forward<T>(g, xc.data<T>(), r.output.data<T>(), idx);
+    else EMBER_CUDA_CALL(k::cuda::max_pool2d_forward<T>(g, xc.data<T>(), r.output.data<T>(), idx, detail::stream_of(x.device())));
+  });
+  return r;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape, const Pool2dParams& p) {
+  const char* op = "max_pool2d_backward";
+  check_defined(op, {"grad_output", grad_out});
+  check_defined(op, {"argmax", argmax});
+  check_same_device(op, {{"grad_output", grad_out}, {"argmax", argmax}});
+  check_floating(op, {"grad_output", grad_out});
+  check_dtype(op, {"argmax", argmax}, DType::I32);
+  const k::Pool2dGeometry g = pool_geometry(op, input_shape, p);
+  const Shape out{g.N, g.C, g.OH(), g.OW()};
+  EMBER_CHECK(grad_out.shape() == out && argmax.shape() == out, ShapeError, op, "() expects grad_output and argmax of shape ",
+              shape_str(out), ", but got ", shape_str(grad_out.shape()), " and ", shape_str(argmax.shape()));
+  Tensor dx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
+  if (dx.device().is_meta()) return dx;
+  Tensor dyc = grad_out.contiguous(), ic = argmax.contiguous();
+  visit_floating(dx.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    if (dx.device().is_cpu()) k::cpu::max_pool2d_backward<T>(g, dyc.data<T>(), ic.data<int32_t>(), dx.data<T>());
+    else EMBER_CUDA_CALL(k::cuda::max_pool2d_backward<T>(g, dyc.data<T>(), ic.data<int32_t>(), dx.data<T>(), detail::stream_of(dx.device())));
+  });
+  return dx;
+}
+
+BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, BatchNormState& state,
+                           bool training, double momentum, double eps, bool relu) {
+  const char* op = "batch_norm";
+  check_defined(op, {"input", x});
+  check_floating(op, {"input", x});
+  const k::BatchNormGeometry g = bn_geometry(x);
+  check_channel_vector(op, "weight", weight, x);
+  check_channel_vector(op, "bias", bias, x);
+  check_channel_vector(op, "running_mean", state.running_mean, x);
+  check_channel_vector(op, "running_var", state.running_var, x);
+  EMBER_CHECK(state.running_mean.defined() == state.running_var.defined(), ValueError, op,
+              "(): give both running_mean and running_var, or neither");
+  EMBER_CHECK(training || state.running_mean.defined(), ValueError, op,
+              "(): eval mode needs running statistics; without them use training mode");
+  if (state.num_batches_tracked.defined()) {
+    check_same_device(op, {{"input", x}, {"num_batches_tracked", state.num_batches_tracked}});
+    check_dtype(op, {"num_batches_tracked", state.num_batches_tracked}, DType::I64);
+    EMBER_CHECK(state.num_batches_tracked.numel() == 1, ShapeError, op, "(): num_batches_tracked must hold one value");
+  }
+  EMBER_CHECK(momentum >= 0 && momentum <= 1, ValueError, op, "(): momentum must be in [0, 1], got ", momentum);
+  BatchNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({g.C}, x.dtype(), x.device()),
+                    Tensor::empty({g.C}, x.dtype(), x.device())};
+  if (x.device().is_meta()) return r;
+  if (!training) r.mean = state.running_mean;
+  Tensor xc = x.contiguous();
+  visit_floating(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const bool cpu = x.device().is_cpu();
+    [[maybe_unused]] const k::Stream stream = cpu ? nullptr : detail::stream_of(x.device());
+    if (training) {
+      const k::BatchNormTrainArgs<T> a{xc.data<T>(),         ptr<T>(weight),  ptr<T>(bias),
+                                       r.output.data<T>(),   r.mean.data<T>(), r.invstd.data<T>(),
+                                       mut<T>(state.running_mean), mut<T>(state.running_var),
+                                       mut<int64_t>(state.num_batches_tracked), T(momentum), T(eps), relu};
+      if (cpu) k::cpu::batch_norm_forward_train<T>(g, a);
+      else EMBER_CUDA_CALL(k::cuda::batch_norm_forward_train<T>(g, a, stream));
+    } else {
+      const T* rm = state.running_mean.data<T>();
+      const T* rv = state.running_var.data<T>();
+      if (cpu) k::cpu::batch_norm_forward_eval<T>(g, xc.data<T>(), ptr<T>(weight), ptr<T>(bias), rm, rv, T(eps), relu, r.output.data<T>(), r.invstd.data<T>());
+      else EMBER_CUDA_CALL(k::cuda::batch_norm_forward_eval<T>(g, xc.data<T>(), ptr<T>(weight), ptr<T>(bias), rm, rv, T(eps), relu, r.output.data<T>(), r.invstd.data<T>(), stream));
+    }
+  });
+  return r;
+}
+
+Tensor batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const BatchNormResult& saved,
+                           const Tensor& relu_output, bool training, Tensor& grad_weight, Tensor& grad_bias) {
+  const char* op = "batch_norm_backward";
+  check_defined(op, {"grad_output", grad_out});
+  check_defined(op, {"input", x});
+  check_same_device(op, {{"grad_output", grad_out}, {"input", x}});
+  check_same_dtype(op, {{"grad_output", grad_out}, {"input", x}});
+  check_floating(op, {"input", x});
+  check_same_shape(op, {"grad_output", grad_out}, {"input", x});
+  const k::BatchNormGeometry g = bn_geometry(x);
+  check_channel_vector(op, "weight", weight, x);
+  check_channel_vector(op, "grad_weight", grad_weight, x);
+  check_channel_vector(op, "grad_bias", grad_bias, x);
+  check_channel_vector(op, "mean", saved.mean, x);
+  check_channel_vector(op, "invstd", saved.invstd, x);
+  if (relu_output.defined()) check_same_shape(op, {"relu_output", relu_output}, {"input", x});
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.device().is_meta()) return dx;
+  Tensor xc = x.contiguous(), dyc = grad_out.contiguous(), yc = relu_output.defined() ? relu_output.contiguous() : Tensor();
+  visit_floating(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const k::BatchNormBackwardArgs<T> a{xc.data<T>(),     dyc.data<T>(),         ptr<T>(weight),
+                                        saved.mean.data<T>(), saved.invstd.data<T>(), ptr<T>(yc),
+                                        dx.data<T>(),     mut<T>(grad_weight),   mut<T>(grad_bias), training};
+    if (x.device().is_cpu()) k::cpu::batch_norm_backward<T>(g, a);
+    else EMBER_CUDA_CALL(k::cuda::batch_norm_backward<T>(g, a, detail::stream_of(x.device())));
+  });
+  return dx;
+}
+
+}  // namespace ember::ops

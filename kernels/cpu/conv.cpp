@@ -1,0 +1,214 @@
+// Host convolution: im2col of a few images at a time into a reused buffer, one OpenBLAS GEMM per chunk.
+#include "kernels/conv.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/gemm.h"
+
+namespace ember::kernels {
+
+namespace detail {
+
+void check_conv2d_geometry(const char* name, const Conv2dGeometry& g) {
+  EMBER_CHECK(g.N >= 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.OC > 0 && g.KH > 0 && g.KW > 0, ValueError, name,
+              ": sizes must be positive (N may be 0), got input (", g.N, ", ", g.C, ", ", g.H, ", ", g.W,
+              ") and weight (", g.OC, ", ", g.C, ", ", g.KH, ", ", g.KW, ")");
+  EMBER_CHECK(g.stride_h > 0 && g.stride_w > 0 && g.pad_h >= 0 && g.pad_w >= 0, ValueError, name,
+              ": stride must be positive and padding non-negative, got stride (", g.stride_h, ", ", g.stride_w,
+              ") padding (", g.pad_h, ", ", g.pad_w, ")");
+  EMBER_CHECK(g.H + 2 * g.pad_h >= g.KH && g.W + 2 * g.pad_w >= g.KW, ValueError, name, ": the ", g.KH, "x", g.KW,
+              " kernel does not fit the padded ", g.H + 2 * g.pad_h, "x", g.W + 2 * g.pad_w, " input");
+}
+
+}  // namespace detail
+
+namespace cpu {
+namespace {
+
+// Images per GEMM: about this many columns (chunk * OH * OW), 2 images of conv1 and 8 of conv2 in the
+// default CNN. Timings were flat within noise from 784 to 12544 columns (docs/benchmarks.md, "conv").
+constexpr int64_t kTargetColumns = 1568;
+
+int64_t images_per_chunk(const Conv2dGeometry& g) {
+  const int64_t P = g.OH() * g.OW();
+  return std::clamp<int64_t>(kTargetColumns / std::max<int64_t>(P, 1), 1, std::max<int64_t>(g.N, 1));
+}
+
+// A growable per-thread buffer per slot, so steady-state training allocates nothing.
+template <typename T> T* scratch(int slot, size_t n) {
+  thread_local std::vector<T> buffers[2];
+  auto& b = buffers[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+// The output columns [lo, hi) whose input column ow * stride - pad + k lies inside [0, W).
+struct ValidRange {
+  int64_t lo, hi;
+};
+ValidRange valid_columns(int64_t OW, int64_t W, int64_t stride, int64_t pad, int64_t k) {
+  const int64_t first = pad - k;  // ow * stride >= first
+  int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  int64_t hi = (W + pad - k + stride - 1) / stride;  // ow * stride < W + pad - k
+  lo = std::min(lo, OW);
+  hi = std::clamp(hi, lo, OW);
+  return {lo, hi};
+}
+
+// col (C*KH*KW rows, OH*OW columns of one image starting at `col`, row stride ld) from one image.
+template <typename T> void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
+  const int64_t OH = g.OH(), OW = g.OW();
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
+        const ValidRange v = valid_columns(OW, g.W, g.stride_w, g.pad_w, kw);
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          T* out = row + oh * OW;
+          const int64_t ih = oh * g.stride_h - g.pad_h + kh;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(out, out + OW, T(0));
+            continue;
+          }
+          const T* in = x + (c * g.H + ih) * g.W;
+          const int64_t shift = kw - g.pad_w;  // output column ow reads input column ow * stride + shift
+          std::fill(out, out + v.lo, T(0));
+          if (g.stride_w == 1 && v.hi > v.lo)
+            std::memcpy(out + v.lo, in + v.lo + shift, static_cast<size_t>(v.hi - v.lo) * sizeof(T));
+          else
+            for (int64_t ow = v.lo; ow < v.hi; ++ow) out[ow] = in[ow * g.stride_w + shift];
+          std::fill(out + v.hi, out + OW, T(0));
+        }
+      }
+}
+
+// dx (one image, overwritten) = the sum of every col entry into the pixel it was copied from.
+template <typename T> void col2im(const Conv2dGeometry& g, const T* col, int64_t ld, T* dx) {
+  const int64_t OH = g.OH(), OW = g.OW();
+  std::fill(dx, dx + g.C * g.H * g.W, T(0));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
+        const ValidRange v = valid_columns(OW, g.W, g.stride_w, g.pad_w, kw);
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const int64_t ih = oh * g.stride_h - g.pad_h + kh;
+          if (ih < 0 || ih >= g.H) continue;
+          const T* in = row + oh * OW;
+          T* out = dx + (c * g.H + ih) * g.W;
+          const int64_t shift = kw - g.pad_w;
+          for (int64_t ow = v.lo; ow < v.hi; ++ow) out[ow * g.stride_w + shift] += in[ow];
+        }
+      }
+}
+
+// The per-image steps of one chunk of `chunk` images. A chunk's matrices are (rows, chunk * P) with image j
+// at columns [j * P, (j + 1) * P). They stay on the calling thread: splitting them over a second thread
+// while OpenBLAS's idle worker spins on that core made the forward pass slower (docs/benchmarks.md, "conv").
+template <typename T> void im2col_chunk(const Conv2dGeometry& g, const T* x, int64_t chunk, T* col) {
+  const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
+  for (int64_t j = 0; j < chunk; ++j) im2col(g, x + j * in_image, col + j * P, chunk * P);
+}
+
+template <typename T> void col2im_chunk(const Conv2dGeometry& g, const T* col, int64_t chunk, T* dx) {
+  const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
+  for (int64_t j = 0; j < chunk; ++j) col2im(g, col + j * P, chunk * P, dx + j * in_image);
+}
+
+// rows (OC, chunk * P) from the chunk's NCHW gradient dy.
+template <typename T> void gather_chunk(const Conv2dGeometry& g, const T* dy, int64_t chunk, T* rows) {
+  const int64_t P = g.OH() * g.OW();
+  for (int64_t j = 0; j < chunk; ++j)
+    for (int64_t o = 0; o < g.OC; ++o)
+      std::memcpy(rows + o * chunk * P + j * P, dy + (j * g.OC + o) * P, static_cast<size_t>(P) * sizeof(T));
+}
+
+// The chunk's NCHW output y from the product out (OC, chunk * P), adding the bias on the way.
+template <typename T> void scatter_chunk(const Conv2dGeometry& g, const T* out, const T* bias, int64_t chunk, T* y) {
+  const int64_t P = g.OH() * g.OW(), cols = chunk * P;
+  for (int64_t j = 0; j < chunk; ++j)
+    for (int64_t o = 0; o < g.OC; ++o) {
+      const T* src = out + o * cols + j * P;
+      T* dst = y + (j * g.OC + o) * P;
+      const T b = bias != nullptr ? bias[o] : T(0);
+      for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + b;
+    }
+}
+
+// sums[o] += the sum of row o of rows (OC, cols): eight float lanes per row (vectorised), then double.
+template <typename T> void add_row_sums(const T* rows, int64_t OC, int64_t cols, double* sums) {
+  constexpr int kLanes = 8;
+  for (int64_t o = 0; o < OC; ++o) {
+    const T* r = rows + o * cols;
+    T lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= cols; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lanes[j] += r[i + j];
+    double s = 0;
+    for (; i < cols; ++i) s += static_cast<double>(r[i]);
+    for (int j = 0; j < kLanes; ++j) s += static_cast<double>(lanes[j]);
+    sums[o] += s;
+  }
+}
+
+}  // namespace
+
+template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* weight, const T* bias, T* y) {
+  detail::check_conv2d_geometry("cpu::conv2d_forward", g);
+  const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
+  T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
+  T* out = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
+  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+    const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
+    im2col_chunk(g, x + n0 * in_image, chunk, col);
+    gemm<T>(false, false, g.OC, cols, CKK, T(1), weight, CKK, col, cols, T(0), out, cols, nullptr, Epilogue::None);
+    scatter_chunk(g, out, bias, chunk, y + n0 * g.OC * P);
+  }
+}
+
+template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const T* dy, const T* weight, T* dx) {
+  detail::check_conv2d_geometry("cpu::conv2d_backward_input", g);
+  const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
+  T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
+  T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
+  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+    const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
+    gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
+    // col (CKK, cols) = weight^T (CKK, OC) @ dy (OC, cols)
+    gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
+    col2im_chunk(g, col, chunk, dx + n0 * in_image);
+  }
+}
+
+template <typename T>
+void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dweight, T* dbias) {
+  detail::check_conv2d_geometry("cpu::conv2d_backward_weight", g);
+  const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
+  T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
+  T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
+  std::vector<double> bias_sum(static_cast<size_t>(g.OC), 0.0);
+  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+    const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
+    im2col_chunk(g, x + n0 * in_image, chunk, col);
+    gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
+    // dweight (OC, CKK) += dy (OC, cols) @ col^T (cols, CKK)
+    gemm<T>(false, true, g.OC, CKK, cols, T(1), rows, cols, col, cols, T(1), dweight, CKK, nullptr, Epilogue::None);
+    if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data());
+  }
+  if (dbias != nullptr)
+    for (int64_t o = 0; o < g.OC; ++o) dbias[o] += static_cast<T>(bias_sum[static_cast<size_t>(o)]);
+}
+
+#define EMBER_INSTANTIATE_CONV(T)                                                                      \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);            \
+  template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);               \
+  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);
+EMBER_INSTANTIATE_CONV(float)
+EMBER_INSTANTIATE_CONV(double)
+#undef EMBER_INSTANTIATE_CONV
+
+}  // namespace cpu
+}  // namespace ember::kernels
