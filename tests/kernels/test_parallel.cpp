@@ -61,7 +61,7 @@ TEST_CASE("parallel_for with two threads runs two tasks at the same time", "[ker
   }
 }
 
-TEST_CASE("parallel_chunks cuts [0, n) by the grain alone", "[kernels]") {
+TEST_CASE("parallel_chunks cuts 0 .. n by the grain alone", "[kernels]") {
   for (int threads : {1, 2, 3}) {
     ThreadsScope scope(threads);
     for (int64_t n : {0, 1, 15, 16, 17, 1000}) {
