@@ -71,10 +71,12 @@ __global__ void forward_eval_kernel(const BatchNormGeometry g, const T* __restri
                                     T* __restrict__ save_invstd) {
   const int64_t total = g.N * g.C * g.HW, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total || i < g.C; i += stride) {
-    const int64_t c = i < total ? (i / g.HW) % g.C : i;
-    const double invstd = 1.0 / sqrt(static_cast<double>(running_var[c]) + static_cast<double>(eps));
-    if (save_invstd != nullptr && i < g.C) save_invstd[i] = static_cast<T>(invstd);
+    // Threads i < C also save channel i's invstd (not that of the channel element i lies in).
+    if (save_invstd != nullptr && i < g.C)
+      save_invstd[i] = static_cast<T>(1.0 / sqrt(static_cast<double>(running_var[i]) + static_cast<double>(eps)));
     if (i >= total) continue;
+    const int64_t c = (i / g.HW) % g.C;
+    const double invstd = 1.0 / sqrt(static_cast<double>(running_var[c]) + static_cast<double>(eps));
     const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
     const double b = bias != nullptr ? static_cast<double>(bias[c]) : 0.0;
     const double mean = static_cast<double>(running_mean[c]);
