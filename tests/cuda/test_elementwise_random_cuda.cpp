@@ -12,6 +12,7 @@
 #include "support/compare.h"
 #include "support/data.h"
 #include "support/device_array.h"
+#include "support/emulated_size.h"
 
 using namespace ember;
 namespace kc = ember::kernels::cpu;
@@ -33,7 +34,7 @@ std::vector<T> ramp(int64_t n, double a, double b) {
 
 TEMPLATE_TEST_CASE("CUDA elementwise kernels equal their CPU twins", "[cuda]", float, double) {
   using T = TestType;
-  for (int64_t n : {int64_t(1), int64_t(5), int64_t(257), int64_t(1000003), int64_t(1) << 24}) {
+  for (int64_t n : {int64_t(1), int64_t(5), int64_t(257), int64_t(1000003), ember::test::gpu_or_emulated(int64_t(1) << 24, 3)}) {
     INFO("n = " << n);
     auto a = ramp<T>(n, 0.37, 0.1), b = ramp<T>(n, 1.13, 2.0);
     DeviceArray<T> da(a), db(b);

@@ -17,6 +17,7 @@
 #include "support/compare.h"
 #include "support/data.h"
 #include "support/device_array.h"
+#include "support/emulated_size.h"
 
 namespace {
 
@@ -137,8 +138,9 @@ TEMPLATE_TEST_CASE("cuda gemm: larger shapes reach the 64x64 and 128x128 tilings
   }
 }
 
-TEST_CASE("cuda gemm: a large 1024^3 product in every layout", "[cuda]") {
-  all_layouts<float>({false, false, 1024, 1024, 1024});
+TEST_CASE("cuda gemm: a large product (1024^3, emulated 512^3) in every layout", "[cuda]") {
+  const int64_t n = ember::test::gpu_or_emulated(1024, 512);
+  all_layouts<float>({false, false, n, n, n});
   check_case<double>({false, true, 512, 512, 512});
 }
 

@@ -21,6 +21,7 @@
 #include "support/compare.h"
 #include "support/data.h"
 #include "support/device_array.h"
+#include "support/emulated_size.h"
 
 namespace {
 
@@ -152,7 +153,7 @@ struct Pool {
   }
 };
 
-constexpr int64_t kBig = 257 * 1031;
+constexpr int64_t kBig = ember::test::gpu_or_emulated(257 * 1031, 9 * 1031);
 
 }  // namespace
 

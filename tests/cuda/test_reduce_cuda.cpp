@@ -16,6 +16,7 @@
 #include "support/compare.h"
 #include "support/data.h"
 #include "support/device_array.h"
+#include "support/emulated_size.h"
 
 namespace kc = ember::kernels::cpu;
 namespace kg = ember::kernels::cuda;
@@ -28,7 +29,9 @@ namespace {
 
 using Shape = std::pair<int64_t, int64_t>;
 const std::vector<Shape> kShapes = {{1, 1},    {1, 33},    {33, 1},   {7, 10},    {3, 31},      {5, 32},
-                                    {33, 33},  {17, 1000}, {1000, 3}, {2, 5000},  {4096, 1000}, {65536, 10}};
+                                    {33, 33},  {17, 1000}, {1000, 3}, {2, 5000},
+                                    {ember::test::gpu_or_emulated(4096, 515), 1000},
+                                    {ember::test::gpu_or_emulated(65536, 8195), 10}};
 
 }  // namespace
 

@@ -115,7 +115,7 @@ TEST_CASE("the legacy default stream waits for blocking streams, not for non-blo
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 }
 
-TEST_CASE("timed events measure the time between them; untimed ones refuse", "[emu]") {
+TEST_CASE("timed events measure the time between them, and untimed ones refuse", "[emu]") {
   Stream stream;
   cudaEvent_t start = nullptr, end = nullptr, untimed = nullptr;
   REQUIRE(cudaEventCreate(&start) == cudaSuccess);
