@@ -61,8 +61,8 @@ test-emulated: deps
 	@cmake --build build-emulated -j $(JOBS) --target ember ember_cuda_tests ember_emu_tests
 	cd build-emulated && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -L cuda --output-on-failure -j $(JOBS)
-	@cd build-emulated && echo "ember: $$(ctest -N -R '^cuda: ' | tail -1 | sed 's/Total Tests: //') CUDA test cases and" \
-	  "$$(ctest -N -R '^emu: ' | tail -1 | sed 's/Total Tests: //') emulator tests ran on the emulated CUDA device"
+	@cd build-emulated && echo "ember: $$(ctest -N -R '^cuda:' | tail -1 | sed 's/Total Tests: //') CUDA test cases and" \
+	  "$$(ctest -N -R '^emu:' | tail -1 | sed 's/Total Tests: //') emulator tests ran on the emulated CUDA device"
 
 # libFuzzer on the IDX and safetensors readers (clang, ASan + UBSan), FUZZ_SECONDS each, one after the
 # other; scripts/fuzz --help for the rest (--smoke is CI's 30-second run). Findings land in build-fuzz/artifacts.
