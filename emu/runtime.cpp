@@ -3,7 +3,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <vector>
 
 #include "emu/api.h"
@@ -14,8 +13,10 @@ namespace emu::detail {
 namespace {
 
 struct Device {
-  std::unique_ptr<Stream> legacy;
-  std::set<Stream*> streams;  // created by cudaStreamCreate*, not yet destroyed
+  std::shared_ptr<Stream> legacy;
+  // Created by cudaStreamCreate*, not yet destroyed. Shared: a stream destroyed while another thread
+  // synchronises the device, or while the legacy stream still has to wait for it, lives until they are done.
+  std::map<Stream*, std::shared_ptr<Stream>> streams;
 };
 
 struct Runtime {
@@ -34,7 +35,7 @@ Runtime& runtime() {
     auto* rt = new Runtime;
     rt->devices.resize(static_cast<size_t>(device_count()));
     for (int d = 0; d < device_count(); ++d)
-      rt->devices[static_cast<size_t>(d)].legacy = std::make_unique<Stream>(d, /*blocking=*/true, /*legacy=*/true);
+      rt->devices[static_cast<size_t>(d)].legacy = std::make_shared<Stream>(d, /*blocking=*/true, /*legacy=*/true);
     return rt;
   }();
   return *r;
@@ -171,20 +172,20 @@ Stream* stream_of(cudaStream_t handle) {
 uint64_t enqueue(Stream* stream, Task task) {
   Runtime& rt = runtime();
   Device& d = rt.devices[static_cast<size_t>(stream->device())];
-  auto wait_for = [](Stream* other) {
+  auto wait_for = [](std::shared_ptr<Stream> other) {
     const uint64_t position = other->enqueued();
-    return Task{[other, position] { other->wait_until(position); }, /*is_work=*/false};
+    return Task{[other = std::move(other), position] { other->wait_until(position); }, /*is_work=*/false};
   };
   if (stream->legacy()) {
-    std::vector<Stream*> blocking;
+    std::vector<std::shared_ptr<Stream>> blocking;
     {
       std::lock_guard<std::mutex> lock(rt.mutex);
-      for (Stream* s : d.streams)
+      for (const auto& [raw, s] : d.streams)
         if (s->blocking() && !s->idle()) blocking.push_back(s);
     }
-    for (Stream* s : blocking) stream->enqueue(wait_for(s));
+    for (auto& s : blocking) stream->enqueue(wait_for(std::move(s)));
   } else if (stream->blocking() && !d.legacy->idle()) {
-    stream->enqueue(wait_for(d.legacy.get()));
+    stream->enqueue(wait_for(d.legacy));
   }
   return stream->enqueue(std::move(task));
 }
@@ -192,13 +193,13 @@ uint64_t enqueue(Stream* stream, Task task) {
 void synchronize_device(int device) {
   Runtime& rt = runtime();
   Device& d = rt.devices[static_cast<size_t>(device)];
-  std::vector<Stream*> all;
+  std::vector<std::shared_ptr<Stream>> all;
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
-    all.assign(d.streams.begin(), d.streams.end());
+    for (const auto& [raw, s] : d.streams) all.push_back(s);
   }
-  for (Stream* s : all) s->kick();  // all at once: one may wait for another
-  for (Stream* s : all) s->synchronize();
+  for (const auto& s : all) s->kick();  // all at once: one may wait for another
+  for (const auto& s : all) s->synchronize();
   d.legacy->synchronize();
 }
 
@@ -339,12 +340,12 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWith
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return result(cudaErrorInvalidValue);
   Runtime& rt = runtime();
-  auto* s = new Stream(current_device(), (flags & cudaStreamNonBlocking) == 0, /*legacy=*/false);
+  auto s = std::make_shared<Stream>(current_device(), (flags & cudaStreamNonBlocking) == 0, /*legacy=*/false);
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
-    rt.devices[static_cast<size_t>(current_device())].streams.insert(s);
+    rt.devices[static_cast<size_t>(current_device())].streams.emplace(s.get(), s);
   }
-  *stream = reinterpret_cast<cudaStream_t>(s);
+  *stream = reinterpret_cast<cudaStream_t>(s.get());
   return result(cudaSuccess);
 }
 
@@ -354,11 +355,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Stream* s = checked_stream(stream, &e);
   if (s == nullptr) return result(e);
   Runtime& rt = runtime();
+  std::shared_ptr<Stream> owned;
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
-    rt.devices[static_cast<size_t>(s->device())].streams.erase(s);
+    auto& streams = rt.devices[static_cast<size_t>(s->device())].streams;
+    auto it = streams.find(s);
+    if (it == streams.end()) return result(cudaErrorInvalidResourceHandle);  // destroyed by another thread
+    owned = std::move(it->second);
+    streams.erase(it);
   }
-  delete s;  // runs what is still queued first
+  owned.reset();  // the last owner runs what is still queued, then stops the worker
   return result(cudaSuccess);
 }
 
