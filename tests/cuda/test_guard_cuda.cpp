@@ -16,6 +16,8 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "core/guard.h"
+#include "core/tensor.h"
 #include "kernels/guard.h"
 #include "kernels/optim.h"
 #include "support/compare.h"
@@ -462,4 +464,24 @@ TEMPLATE_TEST_CASE("cuda check_finite then adamw_step on one stream, no host syn
       REQUIRE_CLOSE(d_v[i]->download(), v[i], tolerance_for<T>());
     }
   }
+}
+
+// The guard as the trainer uses it: report() must wait for the checks queued before it (the kernel writes the
+// report into pinned memory on the compute stream), while first_bad_step() may trail them.
+TEST_CASE("NonFiniteGuard on CUDA: report() sees every check queued before it", "[cuda]") {
+  using ember::DType;
+  using ember::Tensor;
+  const ember::Device gpu = ember::Device::cuda(0);
+  ember::NonFiniteGuard guard(gpu, ember::NonFiniteGuard::Mode::Skip);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  Tensor fine = Tensor::ones({1000}, DType::F32, gpu);
+  guard.check(1, {fine, fine});
+  guard.check(2, {fine, Tensor::full({5}, nan, DType::F32, gpu)});
+  guard.check(3, {Tensor::full({}, inf, DType::F32, gpu), fine});
+  const GuardReport r = guard.report();
+  CHECK(r.first_step == 2);
+  CHECK(r.first_mask == ember::kernels::guard_bit(1));
+  CHECK(r.last_step == 3);
+  CHECK(r.count == 2);
+  CHECK(guard.first_bad_step() == 2);  // the checks have run: the free read agrees now
 }
