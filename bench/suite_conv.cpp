@@ -159,7 +159,9 @@ void measure_step(BenchContext& ctx, int64_t B, Device device) {
 }  // namespace
 
 void run_conv(BenchContext& ctx) {
-  const std::vector<int64_t> batches = ctx.quick ? std::vector<int64_t>{128} : std::vector<int64_t>{32, 128, 512};
+  const std::vector<int64_t> batches = ctx.emulated() ? std::vector<int64_t>{8}
+                                       : ctx.quick    ? std::vector<int64_t>{128}
+                                                      : std::vector<int64_t>{32, 128, 512};
   std::vector<LayerCase> cases;
   for (int64_t B : batches) add_conv_cases(cases, B);
   for (int64_t B : batches) add_norm_pool_cases(cases, B);

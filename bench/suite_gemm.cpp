@@ -17,15 +17,18 @@ struct GemmCase {
   int64_t M, N, K;
 };
 
-std::vector<GemmCase> gemm_cases(bool quick) {
+std::vector<GemmCase> gemm_cases(bool quick, bool emulated) {
   std::vector<GemmCase> cases;
   const char* square = "square SGEMM, FP32 (FLOPs = 2 M N K)";
-  std::vector<int64_t> sizes = quick ? std::vector<int64_t>{128, 256, 512, 1024, 4096}
-                                     : std::vector<int64_t>{128, 256, 512, 1024, 2048, 4096};
+  std::vector<int64_t> sizes = emulated ? std::vector<int64_t>{128, 256}
+                                : quick  ? std::vector<int64_t>{128, 256, 512, 1024, 4096}
+                                         : std::vector<int64_t>{128, 256, 512, 1024, 2048, 4096};
   for (int64_t n : sizes) cases.push_back({square, "sgemm", std::to_string(n) + "^3", false, false, n, n, n});
   // The 784-256-128-10 MLP: y = x W^T forward, dW = dy^T x backward (as nn::Linear runs them).
   const char* mlp = "MLP layer shapes, FP32 (M x N x K)";
-  std::vector<int64_t> batches = quick ? std::vector<int64_t>{128, 1024} : std::vector<int64_t>{32, 128, 512, 1024, 4096};
+  std::vector<int64_t> batches = emulated ? std::vector<int64_t>{128}
+                                 : quick  ? std::vector<int64_t>{128, 1024}
+                                          : std::vector<int64_t>{32, 128, 512, 1024, 4096};
   const int64_t sizes_mlp[] = {784, 256, 128, 10};
   for (int64_t B : batches) {
     for (int l = 0; l < 3; ++l) {
@@ -138,7 +141,7 @@ void measure_case(BenchContext& ctx, const GemmCase& c) {
 }  // namespace
 
 void run_gemm(BenchContext& ctx) {
-  for (const GemmCase& c : gemm_cases(ctx.quick)) measure_case(ctx, c);
+  for (const GemmCase& c : gemm_cases(ctx.quick, ctx.emulated())) measure_case(ctx, c);
 }
 
 }  // namespace ember::bench

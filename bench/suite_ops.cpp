@@ -209,10 +209,12 @@ const OpSpec kOps[] = {
     {"adamw_step", "AdamW step (28 bytes per parameter)", make_adamw},
 };
 
-std::vector<int64_t> op_sizes(bool quick, bool cuda) {
+std::vector<int64_t> op_sizes(bool quick, bool cuda, bool emulated) {
   // Without a GPU there is nothing to compare at the sizes only a GPU's memory bandwidth shows.
   std::vector<int64_t> sizes;
-  const int64_t largest = quick ? (cuda ? int64_t(1) << 24 : int64_t(1) << 22) : int64_t(1) << 26;
+  const int64_t largest = emulated ? int64_t(1) << 16
+                          : quick  ? (cuda ? int64_t(1) << 24 : int64_t(1) << 22)
+                                   : int64_t(1) << 26;
   const int64_t step = quick ? 16 : 4;
   for (int64_t n = 1 << 10; n <= largest; n *= step) sizes.push_back(n);
   if (sizes.back() != largest) sizes.push_back(largest);
@@ -378,7 +380,7 @@ void measure_op(BenchContext& ctx, const OpSpec& spec, int64_t n, References& re
 
 void run_ops(BenchContext& ctx) {
   References refs(ctx);
-  const std::vector<int64_t> sizes = op_sizes(ctx.quick, ctx.cuda());
+  const std::vector<int64_t> sizes = op_sizes(ctx.quick, ctx.cuda(), ctx.emulated());
   for (const OpSpec& spec : kOps)
     for (int64_t n : sizes) measure_op(ctx, spec, n, refs);
   refs.add_rows();

@@ -158,7 +158,9 @@ std::string verify(const Batch& batch) {
 
 void run_step(BenchContext& ctx) {
   const std::vector<int64_t> batches =
-      ctx.quick ? std::vector<int64_t>{32, 256, 2048} : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
+      ctx.emulated() ? std::vector<int64_t>{32, 256}
+      : ctx.quick    ? std::vector<int64_t>{32, 256, 2048}
+                     : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
   const Device gpu = Device::cuda(0);
   ctx.progress("step: guard");
   const std::optional<double> guard_cpu = measure_guard(ctx, Device::cpu(), make_batch(128));

@@ -89,6 +89,9 @@ struct BenchContext {
   kernels::Stream copy_stream = nullptr;  // its second stream, for copy/compute overlap
 
   bool cuda() const { return device.available; }
+  // The device is ember's emulator: the suites run small sizes only (its figures are CPU time, and a 4096^3
+  // GEMM would take hours); they still check every device result against the host.
+  bool emulated() const { return device.available && device.emulated; }
   // Adds a row; a verification failure also lands in report->failures.
   void add(Row row);
   // Records a failed CPU/CUDA comparison: the row is kept, unmeasured, and the run fails at the end.
