@@ -155,7 +155,7 @@ struct Pool {
   }
 };
 
-constexpr int64_t kBig = ember::test::gpu_or_emulated(257 * 1031, 9 * 1031);
+constexpr int64_t kBig = ember::test::gpu_or_emulated(257 * 1031, 3 * 1031);
 
 }  // namespace
 
