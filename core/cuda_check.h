@@ -22,7 +22,7 @@ namespace ember::detail {
     if (ember_cuda_err_ != cudaSuccess) ::ember::detail::cuda_fail(ember_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-// After every kernel<<<...>>>: catches bad launch configurations at once (does not synchronise).
+// After every launch_kernel (kernels/cuda/launch.cuh): catches bad launch configurations at once (does not synchronise).
 #define EMBER_LAUNCH_CHECK(kernel_name)                                                      \
   do {                                                                                     \
     cudaError_t ember_cuda_err_ = cudaGetLastError();                                      \
