@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
 #include <iostream>
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ember: a tensor engine with hand-written CUDA kernels"};
@@ -21,17 +23,26 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // usage errors exit 2
   }
+  int code = 0;
+  const char* kind = "error";
+  std::string message;
   try {
     ember::apps::run_selected(app);
+    return 0;
   } catch (const ember::ValueError& e) {  // a bad value given on the command line
-    std::fprintf(stderr, "ember: error: %s\n", e.what());
-    return 2;
+    code = 2, message = e.what();
   } catch (const ember::Error& e) {
-    std::fprintf(stderr, "ember: error: %s\n", e.what());
-    return 1;
+    code = 1, message = e.what();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ember: unexpected error: %s\n", e.what());
-    return 1;
+    code = 1, kind = "unexpected error", message = e.what();
   }
-  return 0;
+  // One rank of a data-parallel run that fails alone would leave the others waiting in a collective:
+  // it names itself and ends the whole run (mpirun reports the rank and the exit code).
+  if (ember::dist::Communicator* world = ember::dist::multi_rank_world()) {
+    std::fprintf(stderr, "ember: %s on rank %d of %d: %s\n", kind, world->rank(), world->size(), message.c_str());
+    std::fflush(stderr);
+    world->abort(code);
+  }
+  std::fprintf(stderr, "ember: %s: %s\n", kind, message.c_str());
+  return code;
 }

@@ -1,10 +1,14 @@
 // `ember train`: Fashion-MNIST training with every knob of train::TrainConfig on the command line.
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <iostream>
 #include <memory>
 
 #include "apps/commands.h"
+#include "dist/communicator.h"
 #include "kernels/cpu/parallel.h"
 #include "train/trainer.h"
 
@@ -24,6 +28,25 @@ void apply_cnn_recipe(train::TrainConfig& c, GivenFlags given) {
   if (!given.hidden) c.hidden = {128};
 }
 
+// Under mpirun: cuda:local_rank for auto or cuda (one GPU a rank on each machine), and the cores shared
+// among the ranks of this machine unless --threads says otherwise.
+Device rank_device(const std::string& text, const dist::Communicator& comm) {
+  if (comm.size() == 1 || (text != "auto" && text != "cuda")) return resolve_device(text);
+  const Device best = text == "auto" ? Device::best() : Device::parse("cuda");
+  if (!best.is_cuda()) return best;
+  const int gpus = cuda::device_count();
+  EMBER_CHECK(comm.local_rank() < gpus, DeviceUnavailableError, "rank ", comm.rank(), " is local rank ",
+              comm.local_rank(), " on its machine, which has only ", gpus,
+              " GPU(s); start at most that many ranks a machine, or pass --device cpu");
+  return Device::cuda(comm.local_rank());
+}
+
+int rank_threads(int threads, const dist::Communicator& comm) {
+  if (threads != 0 || comm.size() == 1) return threads;
+  const int per_rank = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / comm.local_size();
+  return std::max(1, std::min(kernels::cpu::available_cores(), per_rank));
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -41,7 +64,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
   sub->add_option("--device", *device, "auto (best: cuda:0 if usable, else cpu), cpu, cuda or cuda:N");
   auto* epochs = sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all; cnn default: 10)")->check(CLI::Range(1, 100000));
-  sub->add_option("--batch-size", cfg->batch_size, "Samples per step")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--batch-size", cfg->batch_size, "Samples per step; under mpirun the global batch, split over the ranks")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
   auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate (cnn default: 0.05)")->check(CLI::PositiveNumber);
   sub->add_option("--momentum", cfg->momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
@@ -65,18 +88,20 @@ void add_train_command(CLI::App& app) {
   auto* out = sub->add_option("--out", cfg->out_dir, "Run directory: checkpoints, metrics.csv, metrics.svg (with --resume: that directory)");
   sub->add_option("--metrics-json", cfg->metrics_json, "Also write the metrics as JSON here");
   sub->add_flag("--quiet", cfg->quiet, "Print nothing but errors");
+  sub->add_option("--bucket-kb", cfg->bucket_kb, "Under mpirun: sum gradients across ranks in buckets of about this many KiB, each started as soon as backward has filled it")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_flag("--skip-nonfinite", cfg->skip_nonfinite, "Skip updates whose loss or gradients hold NaN/Inf instead of stopping");
 
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;
     if (c.model == "cnn") apply_cnn_recipe(c, {epochs->count() > 0, lr->count() > 0, weight_decay->count() > 0,
                                                hidden->count() > 0});
-    c.device = resolve_device(*device);
+    dist::Communicator& comm = dist::world();
+    c.device = rank_device(*device, comm);
     c.shuffle = !*no_shuffle;
     c.pin_memory = !*no_pin;
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
     if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
-    kernels::cpu::set_num_threads(*threads);
+    kernels::cpu::set_num_threads(rank_threads(*threads, comm));
     train::train_model(c, std::cout);
   });
 }

@@ -101,6 +101,7 @@ struct Streams {
   std::once_flag once[kMaxDevices];
   std::array<cudaStream_t, kMaxDevices> compute{};
   std::array<cudaStream_t, kMaxDevices> copy{};
+  std::array<cudaStream_t, kMaxDevices> collective{};
 };
 
 Streams& streams() {
@@ -114,6 +115,7 @@ void init_streams(int device) {
     set_device(device);
     CUDA_CHECK(cudaStreamCreateWithFlags(&s.compute[device], cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy[device], cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s.collective[device], cudaStreamNonBlocking));
   });
 }
 
@@ -129,6 +131,12 @@ kernels::Stream copy_stream(int device) {
   require(Device::cuda(device));
   init_streams(device);
   return streams().copy[device];
+}
+
+kernels::Stream collective_stream(int device) {
+  require(Device::cuda(device));
+  init_streams(device);
+  return streams().collective[device];
 }
 
 void set_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }
@@ -228,6 +236,7 @@ namespace {
 
 kernels::Stream compute_stream(int) { no_cuda(); }
 kernels::Stream copy_stream(int) { no_cuda(); }
+kernels::Stream collective_stream(int) { no_cuda(); }
 void set_device(int) { no_cuda(); }
 void* malloc_device(size_t, int) { no_cuda(); }
 void free_device(void*, int) noexcept {}

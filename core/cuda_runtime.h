@@ -12,6 +12,8 @@ namespace ember::cuda::runtime {
 kernels::Stream compute_stream(int device);
 // A second stream per device for input copies that overlap compute (the DataLoader's).
 kernels::Stream copy_stream(int device);
+// A third for collectives between ranks (dist/'s NCCL all-reduce of gradient buckets during backward).
+kernels::Stream collective_stream(int device);
 void set_device(int device);
 
 // cudaMalloc; returns nullptr when the GPU is out of memory, throws CudaError on other failures.

@@ -147,8 +147,10 @@ Tensor Sequential::backward(const Tensor& grad_out) {
   const auto& kids = children();
   if (kids.empty()) return input_grad() ? g : Tensor();
   const size_t stop = input_grad() ? 0 : std::min(first_with_parameters(*this), kids.size() - 1);
-  for (size_t i = kids.size(); i-- > stop;)
+  for (size_t i = kids.size(); i-- > stop;) {
     if (i >= relu_folded_.size() || !relu_folded_[i]) g = kids[i].second->backward(g);
+    if (backward_hook_) backward_hook_(i);
+  }
   return input_grad() ? g : Tensor();
 }
 

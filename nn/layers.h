@@ -1,6 +1,7 @@
 // ember's layers: Linear, ReLU, Flatten, Dropout, Identity, Sequential.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -97,8 +98,13 @@ class Sequential : public Module {
   void set_input_grad(bool needed) override;
   size_t size() const { return children().size(); }
   Module& operator[](size_t i) const { return *children().at(i).second; }
+  // Called by backward() right after child i's backward has added its parameter gradients, children in
+  // reverse order (a data-parallel reducer starts summing those gradients while backward goes on).
+  // A child that backward skips (before the first with parameters) is not reported. {} removes it.
+  void set_backward_hook(std::function<void(size_t child)> hook) { backward_hook_ = std::move(hook); }
 
  private:
+  std::function<void(size_t)> backward_hook_;
   // relu_folded_[i]: child i is a ReLU whose mask the previous child's backward applies (a fused
   // BatchNorm2d -> ReLU in the last forward), so backward skips it.
   std::vector<bool> relu_folded_;

@@ -129,7 +129,13 @@ struct DataLoader::Impl {
   Impl(const Dataset& dataset, DataLoaderOptions options);
   ~Impl();
 
-  int64_t rows_in(int64_t batch) const { return std::min(opt.batch_size, n - batch * opt.batch_size); }
+  // Batch `batch` of the epoch is order[batch * batch_size, + global_rows); this shard takes its contiguous part.
+  int64_t global_rows(int64_t batch) const { return std::min(opt.batch_size, n - batch * opt.batch_size); }
+  int64_t shard_begin(int64_t batch) const { return global_rows(batch) * opt.shard_rank / opt.shard_count; }
+  int64_t rows_in(int64_t batch) const {
+    return global_rows(batch) * (opt.shard_rank + 1) / opt.shard_count - shard_begin(batch);
+  }
+  int64_t first_row(int64_t batch) const { return batch * opt.batch_size + shard_begin(batch); }
   void start_epoch(int64_t e);
   bool next(Batch& batch);
   void gather_to_host(int64_t batch, float* x, int64_t* y) const;
@@ -142,6 +148,8 @@ struct DataLoader::Impl {
 DataLoader::Impl::Impl(const Dataset& dataset, DataLoaderOptions options) : data(dataset), opt(options) {
   data.check();
   EMBER_CHECK(opt.batch_size >= 1, ValueError, "DataLoader: batch_size must be >= 1, got ", opt.batch_size);
+  EMBER_CHECK(opt.shard_count >= 1 && opt.shard_rank >= 0 && opt.shard_rank < opt.shard_count, ValueError,
+              "DataLoader: shard ", opt.shard_rank, " of ", opt.shard_count, " does not exist (need 0 <= rank < count)");
   EMBER_CHECK(!opt.device.is_meta(), ValueError,
               "DataLoader: cannot load batches onto the meta device (it has no memory); use cpu or cuda");
   n = data.size();
@@ -247,7 +255,7 @@ void DataLoader::Impl::worker_loop() {
 void DataLoader::Impl::gather_packed(int64_t batch, uint8_t* dst) const {
   const uint8_t* images = data.images.data<uint8_t>();
   const int64_t* labels = data.labels.data<int64_t>();
-  const int64_t rows = rows_in(batch), first = batch * opt.batch_size;
+  const int64_t rows = rows_in(batch), first = first_row(batch);
   uint8_t* label_dst = dst + rows * sample_bytes;
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t s = order[first + i];
@@ -259,7 +267,7 @@ void DataLoader::Impl::gather_packed(int64_t batch, uint8_t* dst) const {
 void DataLoader::Impl::gather_to_host(int64_t batch, float* x, int64_t* y) const {
   const uint8_t* images = data.images.data<uint8_t>();
   const int64_t* labels = data.labels.data<int64_t>();
-  const int64_t rows = rows_in(batch), first = batch * opt.batch_size, d = sample_bytes;
+  const int64_t rows = rows_in(batch), first = first_row(batch), d = sample_bytes;
   // Rows are independent: the host pool gathers them in chunks (the same bytes at any thread count).
   const int64_t grain = std::max<int64_t>(1, kernels::cpu::kElementwiseGrain / std::max<int64_t>(1, d));
   kernels::cpu::parallel_chunks(rows, grain, [&](int64_t begin, int64_t end) {
@@ -375,6 +383,7 @@ bool DataLoader::Impl::next(Batch& batch) {
   batch.x = std::move(x);
   batch.y = std::move(y);
   batch.index = j;
+  batch.global_size = global_rows(j);
   ++next_batch;
   return true;
 }

@@ -22,12 +22,19 @@ struct DataLoaderOptions {
   // buffers and synchronous copies, which is what the benchmark compares.
   bool pin_memory = true;
   bool flatten = true;  // x is (B, H*W); else (B, H, W)
+  // Data-parallel training: every shard sees the same epoch order and batches of batch_size samples
+  // (the global batch), and takes its own contiguous part of each: rows [b*r/R, b*(r+1)/R) of a batch of
+  // b rows for shard r of R (PyTorch's DistributedSampler splits by sample instead; this keeps the
+  // global batch the step of a single process, so R shards sum to exactly its gradient).
+  int64_t shard_rank = 0;
+  int64_t shard_count = 1;
 };
 
 struct Batch {
   Tensor x;           // (B, H*W) or (B, H, W) float32 in [0, 1], on the loader's device
   Tensor y;           // (B) int64, on the loader's device
   int64_t index = 0;  // batch number within the epoch
+  int64_t global_size = 0;  // rows of the whole batch over every shard (size() without sharding)
   int64_t size() const { return y.defined() ? y.size(0) : 0; }
 };
 

@@ -53,6 +53,16 @@ Dataset Dataset::head(int64_t n) const {
   return {images.slice(0, 0, n), labels.slice(0, 0, n)};
 }
 
+Dataset Dataset::shard(int64_t index, int64_t count) const {
+  EMBER_CHECK(count >= 1 && index >= 0 && index < count, ValueError, "Dataset::shard(", index, ", ", count,
+              "): need 0 <= index < count");
+  const int64_t begin = size() * index / count, end = size() * (index + 1) / count;
+  EMBER_CHECK(end > begin, ValueError, "a set of ", size(), " samples cannot be split into ", count,
+              " non-empty parts; use fewer ranks");
+  if (count == 1) return *this;
+  return {images.slice(0, begin, end), labels.slice(0, begin, end)};
+}
+
 const char* split_name(Split split) { return split == Split::Train ? "train" : "test"; }
 
 namespace {

@@ -28,6 +28,8 @@ struct Dataset {
   void check() const;
   // The first n samples (a view, no copy); n >= size() gives the whole set.
   Dataset head(int64_t n) const;
+  // Part `index` of `count` contiguous parts of near-equal size (a view): a rank's share of an evaluation.
+  Dataset shard(int64_t index, int64_t count) const;
 };
 
 enum class Split { Train, Test };

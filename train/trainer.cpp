@@ -1,4 +1,5 @@
-// train_model(): the loop of DESIGN.md's "one training step", epochs of it, evaluation and checkpoints.
+// train_model(): the loop of DESIGN.md's "one training step", epochs of it, evaluation and checkpoints, on
+// one process or as one rank of a data-parallel run (docs/distributed.md).
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -6,9 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <ostream>
-#include <sstream>
 #include <utility>
 
 #include "core/guard.h"
@@ -17,180 +16,15 @@
 #include "nn/summary.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
-#include "train/models.h"
-#include "train/svg.h"
+#include "train/distributed.h"
+#include "train/trainer_support.h"
 
 namespace ember::train {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
-
-// ---- config <-> JSON ----------------------------------------------------------------------------------
-
-std::string TrainConfig::to_json() const {
-  json j{{"data_dir", data_dir},         {"device", device.str()},    {"epochs", epochs},
-         {"batch_size", batch_size},     {"optimizer", optimizer},    {"lr", lr},
-         {"momentum", momentum},         {"nesterov", nesterov},      {"weight_decay", weight_decay},
-         {"schedule", schedule},         {"warmup_epochs", warmup_epochs}, {"step_epochs", step_epochs},
-         {"step_gamma", step_gamma},     {"model", model},            {"hidden", hidden},
-         {"channels", channels},         {"dropout", dropout},        {"seed", seed},
-         {"shuffle", shuffle},           {"pin_memory", pin_memory},  {"limit", limit},
-         {"init_path", init_path},       {"skip_nonfinite", skip_nonfinite}};
-  return j.dump();
-}
-
-TrainConfig TrainConfig::from_json(const std::string& text) {
-  TrainConfig c;
-  try {
-    json j = json::parse(text);
-    c.data_dir = j.at("data_dir").get<std::string>();
-    c.device = Device::parse(j.at("device").get<std::string>());
-    c.epochs = j.at("epochs").get<int64_t>();
-    c.batch_size = j.at("batch_size").get<int64_t>();
-    c.optimizer = j.at("optimizer").get<std::string>();
-    c.lr = j.at("lr").get<double>();
-    c.momentum = j.at("momentum").get<double>();
-    c.nesterov = j.at("nesterov").get<bool>();
-    c.weight_decay = j.at("weight_decay").get<double>();
-    c.schedule = j.at("schedule").get<std::string>();
-    c.warmup_epochs = j.at("warmup_epochs").get<double>();
-    c.step_epochs = j.at("step_epochs").get<int64_t>();
-    c.step_gamma = j.at("step_gamma").get<double>();
-    c.model = j.value("model", std::string("mlp"));  // runs saved before CNNs existed were MLPs
-    c.hidden = j.at("hidden").get<std::vector<int64_t>>();
-    c.channels = j.value("channels", c.channels);
-    c.dropout = j.value("dropout", c.dropout);
-    c.seed = j.at("seed").get<uint64_t>();
-    c.shuffle = j.at("shuffle").get<bool>();
-    c.pin_memory = j.at("pin_memory").get<bool>();
-    c.limit = j.at("limit").get<int64_t>();
-    c.init_path = j.at("init_path").get<std::string>();
-    c.skip_nonfinite = j.at("skip_nonfinite").get<bool>();
-  } catch (const json::exception& e) {
-    throw FormatError(detail::concat("the saved training config is malformed: ", e.what()));
-  }
-  return c;
-}
+using internal::json;
 
 namespace {
-
-json epoch_json(const EpochMetrics& m) {
-  return {{"epoch", m.epoch},           {"train_loss", m.train_loss}, {"train_accuracy", m.train_accuracy},
-          {"test_loss", m.test_loss},   {"test_accuracy", m.test_accuracy}, {"seconds", m.seconds},
-          {"samples_per_second", m.samples_per_second}, {"lr", m.lr}};
-}
-
-EpochMetrics epoch_from_json(const json& j) {
-  EpochMetrics m;
-  m.epoch = j.at("epoch").get<int64_t>();
-  m.train_loss = j.at("train_loss").get<double>();
-  m.train_accuracy = j.at("train_accuracy").get<double>();
-  m.test_loss = j.at("test_loss").get<double>();
-  m.test_accuracy = j.at("test_accuracy").get<double>();
-  m.seconds = j.at("seconds").get<double>();
-  m.samples_per_second = j.at("samples_per_second").get<double>();
-  m.lr = j.at("lr").get<double>();
-  return m;
-}
-
-json transfers_json(const std::array<TransferStats, 3>& t) {
-  json out = json::object();
-  for (int i = 0; i < 3; ++i) {
-    const TransferStats& s = t[i];
-    out[direction_name(static_cast<TransferDirection>(i))] = {{"count", s.count},   {"bytes", s.bytes},
-                                                              {"seconds", s.seconds}, {"pinned", s.pinned},
-                                                              {"pageable", s.pageable}, {"async", s.async},
-                                                              {"sync", s.sync}};
-  }
-  return out;
-}
-
-Architecture architecture_of(const TrainConfig& c) {
-  Architecture a = c.model == "cnn" ? Architecture::cnn(c.channels, c.hidden) : Architecture::mlp(c.hidden);
-  a.kind = c.model;
-  a.dropout = c.dropout;
-  return a;
-}
-
-void validate(const TrainConfig& c) {
-  EMBER_CHECK(c.epochs >= 1, ValueError, "--epochs must be >= 1, got ", c.epochs);
-  EMBER_CHECK(c.batch_size >= 1, ValueError, "--batch-size must be >= 1, got ", c.batch_size);
-  EMBER_CHECK(c.lr > 0 && std::isfinite(c.lr), ValueError, "--lr must be a positive number, got ", c.lr);
-  EMBER_CHECK(c.momentum >= 0 && c.momentum < 1, ValueError, "--momentum must be in [0, 1), got ", c.momentum);
-  EMBER_CHECK(c.weight_decay >= 0, ValueError, "--weight-decay must be >= 0, got ", c.weight_decay);
-  EMBER_CHECK(c.optimizer == "sgd" || c.optimizer == "adamw", ValueError, "--optimizer must be sgd or adamw, got '",
-              c.optimizer, "'");
-  EMBER_CHECK(c.schedule == "constant" || c.schedule == "step" || c.schedule == "cosine", ValueError,
-              "--schedule must be constant, step or cosine, got '", c.schedule, "'");
-  EMBER_CHECK(!c.hidden.empty(), ValueError, "--hidden needs at least one layer size, e.g. 256,128");
-  architecture_of(c).check();
-  EMBER_CHECK(c.limit == -1 || c.limit >= 1, ValueError, "--limit must be >= 1, got ", c.limit);
-  EMBER_CHECK(!c.nesterov || c.optimizer != "sgd" || c.momentum > 0, ValueError, "--nesterov needs --momentum > 0");
-}
-
-std::unique_ptr<optim::LrSchedule> make_schedule(const TrainConfig& c, int64_t steps_per_epoch) {
-  int64_t total = std::max<int64_t>(1, c.epochs * steps_per_epoch);
-  if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(c.lr);
-  if (c.schedule == "step")
-    return std::make_unique<optim::StepLr>(c.lr, std::max<int64_t>(1, c.step_epochs * steps_per_epoch), c.step_gamma);
-  int64_t warmup = std::min<int64_t>(total - 1, static_cast<int64_t>(c.warmup_epochs * double(steps_per_epoch)));
-  return std::make_unique<optim::CosineLr>(c.lr, total, std::max<int64_t>(0, warmup), 0.0);
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, nn::Module& model) {
-  if (c.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(model.parameters(), ops::AdamWOptions{.lr = c.lr, .weight_decay = c.weight_decay});
-  return std::make_unique<optim::SGD>(
-      model.parameters(),
-      ops::SgdOptions{.lr = c.lr, .momentum = c.momentum, .dampening = 0, .weight_decay = c.weight_decay, .nesterov = c.nesterov});
-}
-
-std::string format_duration(double seconds) {
-  char buf[32];
-  int s = static_cast<int>(std::max(0.0, seconds) + 0.5);
-  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
-  return buf;
-}
-
-void draw_progress(std::ostream& log, int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss,
-                   double acc, double rate) {
-  const int width = 24;
-  int filled = total > 0 ? static_cast<int>(width * done / total) : width;
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "\repoch %lld/%lld [%s%s] %3d%%  loss %.4f  acc %5.2f%%  %7.0f samples/s  ETA %s  ",
-                static_cast<long long>(epoch), static_cast<long long>(epochs), std::string(filled, '=').c_str(),
-                std::string(width - filled, ' ').c_str(), total > 0 ? static_cast<int>(100 * done / total) : 100, loss,
-                100 * acc, rate, format_duration(rate > 0 ? double(total - done) / rate : 0).c_str());
-  log << buf << std::flush;
-}
-
-void write_run_files(const std::string& dir, const TrainConfig& c, const std::vector<EpochMetrics>& history,
-                     const std::array<TransferStats, 3>& transfers) {
-  std::ostringstream csv;
-  csv << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,samples_per_second,lr\n";
-  for (const auto& m : history) {
-    char line[256];
-    std::snprintf(line, sizeof line, "%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.8g\n", static_cast<long long>(m.epoch),
-                  m.train_loss, m.train_accuracy, m.test_loss, m.test_accuracy, m.seconds, m.samples_per_second, m.lr);
-    csv << line;
-  }
-  write_text_file(dir + "/metrics.csv", csv.str());
-  SvgChart loss{"loss", "epoch", "cross-entropy", false, false, {{"train", {}}, {"test", {}}}};
-  SvgChart acc{"accuracy", "epoch", "accuracy", false, false, {{"train", {}}, {"test", {}}}};
-  for (const auto& m : history) {
-    loss.series[0].points.emplace_back(m.epoch, m.train_loss);
-    loss.series[1].points.emplace_back(m.epoch, m.test_loss);
-    acc.series[0].points.emplace_back(m.epoch, m.train_accuracy);
-    acc.series[1].points.emplace_back(m.epoch, m.test_accuracy);
-  }
-  write_text_file(dir + "/metrics.svg", render_svg({loss, acc}));
-  if (!c.metrics_json.empty()) {
-    json j{{"device", c.device.str()}, {"config", json::parse(c.to_json())}, {"transfers", transfers_json(transfers)},
-           {"epochs", json::array()}};
-    for (const auto& m : history) j["epochs"].push_back(epoch_json(m));
-    write_text_file(c.metrics_json, j.dump(2) + "\n");
-  }
-}
 
 // The parameters holding NaN/Inf (an update with finite gradients can still overflow them), or "".
 std::string nonfinite_parameters(const nn::Module& model) {
@@ -250,15 +84,316 @@ struct Watched {
       ". Lower --lr (now ", lr, ") or pass --skip-nonfinite to skip such steps"));
 }
 
-std::array<TransferStats, 3> ledger_since(const std::array<TransferStats, 3>& start) {
-  std::array<TransferStats, 3> out;
-  for (int i = 0; i < 3; ++i) {
-    TransferStats now = TransferLedger::global().stats(static_cast<TransferDirection>(i));
-    const TransferStats& s = start[i];
-    out[i] = {now.count - s.count, now.bytes - s.bytes,       now.seconds - s.seconds, now.pinned - s.pinned,
-              now.pageable - s.pageable, now.sync - s.sync, now.async - s.async};
+
+// Rank r's dropout masks come from its own stretch of the Philox stream, 2^48 words apart.
+constexpr uint64_t kRankStreamStride = uint64_t{1} << 48;
+
+// The run's settings: those given, or on --resume the saved run's, with only where and how long to train and
+// where to write taken from this invocation (so the continuation is the run that would have happened).
+TrainConfig resolve_config(const TrainConfig& requested, TrainingState* resume, std::vector<EpochMetrics>* history) {
+  if (requested.resume_dir.empty()) {
+    internal::validate(requested);
+    return requested;
   }
-  return out;
+  *resume = load_training_state(requested.resume_dir + "/state.safetensors");
+  TrainConfig cfg = TrainConfig::from_json(resume->config_json);
+  cfg.epochs = requested.epochs;
+  cfg.device = requested.device;
+  cfg.data_dir = requested.data_dir;
+  cfg.out_dir = requested.out_dir.empty() ? requested.resume_dir : requested.out_dir;
+  cfg.metrics_json = requested.metrics_json;
+  cfg.quiet = requested.quiet;
+  cfg.progress_bar = requested.progress_bar;
+  cfg.resume_dir = requested.resume_dir;
+  cfg.bucket_kb = requested.bucket_kb;
+  try {
+    for (const auto& e : json::parse(resume->history_json)) history->push_back(internal::epoch_from_json(e));
+  } catch (const json::exception& e) {
+    throw FormatError(detail::concat(requested.resume_dir, "/state.safetensors: the saved history is malformed: ",
+                                     e.what()));
+  }
+  EMBER_CHECK(resume->epochs_done < cfg.epochs, ValueError, "the run in ", requested.resume_dir, " already trained ",
+              resume->epochs_done, " epoch(s); ask for more with --epochs N (N > ", resume->epochs_done, ")");
+  internal::validate(cfg);
+  return cfg;
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& requested, std::ostream& log, dist::Communicator& comm);
+  TrainResult run();
+
+ private:
+  bool leader() const { return comm_.rank() == 0; }
+  bool verbose() const { return leader() && !cfg_.quiet; }
+  void build_model();
+  void print_header();
+  EpochMetrics train_epoch(int64_t epoch);
+  void step(const Batch& batch);
+  // This rank's sums over the first `steps` steps of the epoch: {loss * rows, correct, rows} over the steps
+  // whose loss is finite.
+  std::vector<double> epoch_sums(int64_t steps);
+  EvalResult evaluate_test();
+  void end_epoch(const EpochMetrics& m);
+
+  dist::Communicator& comm_;
+  std::ostream& log_;
+  TrainingState resume_;                // filled by resolve_config() while cfg_ is initialised: declared before it
+  std::vector<EpochMetrics> history_;
+  TrainConfig cfg_;
+  bool resuming_;
+  Dataset train_set_, test_set_;
+  Architecture arch_;
+  Generator generator_;  // initial weights, then the dropout masks: lives as long as the model
+  std::shared_ptr<nn::Sequential> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<NonFiniteGuard> guard_;
+  std::unique_ptr<Watched> watched_;
+  std::unique_ptr<GradientReducer> reducer_;
+  nn::CrossEntropyLoss ce_;
+  int64_t step_ = 0, steps_per_epoch_ = 0;
+  // Per-step loss and correct count stay on the device; the host reads them to draw progress and at the
+  // epoch's end, and averages over the steps whose loss is finite (all of them unless --skip-nonfinite).
+  Tensor step_loss_, step_correct_;
+  std::vector<int64_t> step_rows_;  // this rank's rows of each step of the epoch
+  std::array<TransferStats, 3> ledger_start_{};
+  TrainResult result_;
+  uint64_t checksum_ = 0;  // of the parameters, equal on every rank after the last epoch
+};
+
+Trainer::Trainer(const TrainConfig& requested, std::ostream& log, dist::Communicator& comm)
+    : comm_(comm), log_(log), cfg_(resolve_config(requested, &resume_, &history_)),
+      resuming_(!requested.resume_dir.empty()), generator_(cfg_.seed) {
+  train_set_ = load_fashion_mnist(cfg_.data_dir, Split::Train, cfg_.limit);
+  test_set_ = load_fashion_mnist(cfg_.data_dir, Split::Test);
+  build_model();
+  optimizer_ = internal::make_optimizer(cfg_, *model_);
+  if (resuming_) optimizer_->load_state_dict(resume_.optimizer);
+  loader_ = std::make_unique<DataLoader>(
+      train_set_, DataLoaderOptions{.batch_size = cfg_.batch_size, .shuffle = cfg_.shuffle, .seed = cfg_.seed,
+                                    .drop_last = false, .device = cfg_.device, .pin_memory = cfg_.pin_memory,
+                                    .shard_rank = comm_.rank(), .shard_count = comm_.size()});
+  steps_per_epoch_ = loader_->batches_per_epoch();
+  schedule_ = internal::make_schedule(cfg_, steps_per_epoch_);
+  step_ = resuming_ ? resume_.step : 0;
+  // One scan of the loss and every gradient per step, where they live; the optimizer kernels skip a
+  // flagged step's update themselves, so the host never waits for the GPU to decide (docs/reliability.md).
+  guard_ = std::make_unique<NonFiniteGuard>(
+      cfg_.device, cfg_.skip_nonfinite ? NonFiniteGuard::Mode::Skip : NonFiniteGuard::Mode::Stop);
+  optimizer_->set_guard(guard_.get());
+  watched_ = std::make_unique<Watched>(*model_);
+  reducer_ = std::make_unique<GradientReducer>(comm_, *model_, cfg_.bucket_kb * 1024);
+  step_loss_ = Tensor::empty({steps_per_epoch_}, DType::F32, cfg_.device);
+  step_correct_ = Tensor::empty({steps_per_epoch_}, DType::I64, cfg_.device);
+  step_rows_.assign(static_cast<size_t>(steps_per_epoch_), 0);
+}
+
+void Trainer::build_model() {
+  arch_ = internal::architecture_of(cfg_);
+  const std::string weights = resuming_ ? cfg_.resume_dir + "/model.safetensors" : cfg_.init_path;
+  if (weights.empty()) {
+    model_ = make_model(arch_, cfg_.device, generator_);
+  } else {
+    // The checkpoint's architecture wins over --model/--hidden/--channels.
+    Network loaded = load_network(weights, cfg_.device, cfg_.dropout, generator_);
+    if (resuming_) generator_.set_state(cfg_.seed, resume_.rng_offset);  // dropout continues where it stopped
+    EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == train_set_.sample_numel() &&
+                    loaded.arch.classes == kFashionMnistClasses,
+                FormatError, weights, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
+                train_set_.sample_numel(), " inputs and ", kFashionMnistClasses, " outputs");
+    model_ = loaded.model;
+    arch_ = loaded.arch;
+    cfg_.model = arch_.kind;
+    cfg_.hidden = arch_.hidden;
+    if (arch_.is_cnn()) cfg_.channels = arch_.channels;
+  }
+  model_->set_input_grad(false);  // the input is data: the first layer skips its dx GEMM, as PyTorch does
+  broadcast_state(comm_, *model_);  // every rank starts from rank 0's weights, as DDP does
+  generator_.set_state(cfg_.seed, generator_.offset() + static_cast<uint64_t>(comm_.rank()) * kRankStreamStride);
+}
+
+void Trainer::print_header() {
+  if (!verbose()) return;
+  log_ << "ember train: " << arch_.str() << (arch_.is_cnn() ? " CNN" : " MLP") << " on " << cfg_.device.str() << ", "
+       << train_set_.size() << " training / " << test_set_.size() << " test samples, batch " << cfg_.batch_size
+       << ", " << cfg_.optimizer << " lr " << cfg_.lr << " (" << cfg_.schedule << ")"
+       << (resuming_ ? ", resuming after epoch " + std::to_string(resume_.epochs_done) : "") << "\n";
+  if (comm_.size() > 1)
+    log_ << "data-parallel: " << comm_.size() << " ranks over " << comm_.describe(cfg_.device) << "; batch "
+         << cfg_.batch_size << " is the global batch (" << cfg_.batch_size / comm_.size() << " to "
+         << (cfg_.batch_size + comm_.size() - 1) / comm_.size() << " a rank); each rank on its "
+         << (cfg_.device.is_cuda() ? "own GPU (cuda:local_rank)" : "cpu") << "\n";
+  log_ << nn::summarize(*model_, arch_.batch_shape(cfg_.batch_size)).table();
+}
+
+void Trainer::step(const Batch& batch) {
+  optimizer_->set_lr(schedule_->lr_at(step_));
+  optimizer_->zero_grad();
+  Tensor loss, correct;
+  if (batch.size() > 0) {
+    Tensor logits = model_->forward(arch_.is_cnn() ? batch.x.view(arch_.batch_shape(batch.size())) : batch.x);
+    loss = ce_.forward(logits, batch.y);
+    correct = ops::count_correct(logits, batch.y);
+    // This rank's share of the global batch's mean loss: the ranks' gradients then sum to the whole batch's.
+    model_->backward(ce_.backward(double(batch.size()) / double(batch.global_size)));
+  } else {  // a last batch smaller than the number of ranks: this rank adds zero gradients
+    loss = Tensor::zeros({}, DType::F32, cfg_.device);
+    correct = Tensor::zeros({}, DType::I64, cfg_.device);
+  }
+  reducer_->finish();
+  guard_->check(++step_, watched_->with_loss(loss));
+  optimizer_->step();
+  // Free to read (on CUDA it trails the device by the few steps queued ahead); exact on the CPU.
+  if (!cfg_.skip_nonfinite && guard_->first_bad_step() != 0)
+    stop_nonfinite(*guard_, *watched_, *model_, steps_per_epoch_, cfg_.lr);
+  step_loss_.slice(0, batch.index, batch.index + 1).copy_from(loss.view({1}), true);
+  step_correct_.slice(0, batch.index, batch.index + 1).copy_from(correct.view({1}), true);
+  step_rows_[static_cast<size_t>(batch.index)] = batch.size();
+}
+
+std::vector<double> Trainer::epoch_sums(int64_t steps) {
+  std::vector<float> losses = step_loss_.slice(0, 0, steps).to_vector<float>();
+  std::vector<int64_t> correct = step_correct_.slice(0, 0, steps).to_vector<int64_t>();
+  std::vector<double> sums(3, 0.0);
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto rows = double(step_rows_[static_cast<size_t>(i)]);
+    if (!std::isfinite(losses[i])) continue;
+    sums[0] += rows > 0 ? double(losses[i]) * rows : 0;
+    sums[1] += double(correct[i]);
+    sums[2] += rows;
+  }
+  return sums;
+}
+
+EpochMetrics Trainer::train_epoch(int64_t epoch) {
+  auto epoch_start = std::chrono::steady_clock::now();
+  auto last_draw = epoch_start;
+  loader_->start_epoch(epoch - 1);
+  const int64_t skipped_before = cfg_.skip_nonfinite ? guard_->report().count : 0;
+  int64_t samples = 0;
+  Batch batch;
+  while (loader_->next(batch)) {
+    step(batch);
+    samples += batch.global_size;
+    if (cfg_.progress_bar && verbose()) {
+      auto now = std::chrono::steady_clock::now();
+      if (std::chrono::duration<double>(now - last_draw).count() > 0.25) {
+        last_draw = now;
+        const double elapsed = std::chrono::duration<double>(now - epoch_start).count();
+        const std::vector<double> s = epoch_sums(batch.index + 1);  // rank 0's part only: no collective here
+        internal::draw_progress(log_, epoch, cfg_.epochs, samples, loader_->samples_per_epoch(),
+                              s[2] > 0 ? s[0] / s[2] : NAN, s[2] > 0 ? s[1] / s[2] : NAN, samples / elapsed);
+      }
+    }
+  }
+  const std::vector<double> local = epoch_sums(steps_per_epoch_);
+  const std::vector<double> sums = comm_.all_reduce_sum(local);
+  if (cfg_.device.is_cuda()) cuda::synchronize(cfg_.device);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+  if (!cfg_.skip_nonfinite && guard_->first_bad_step() != 0)
+    stop_nonfinite(*guard_, *watched_, *model_, steps_per_epoch_, cfg_.lr);
+  EMBER_CHECK(sums[2] > 0, NumericalError, "every step of epoch ", epoch,
+              " had a non-finite loss, so none was applied. Lower --lr (now ", cfg_.lr, ")");
+  if (cfg_.skip_nonfinite && verbose()) {
+    const kernels::GuardReport r = guard_->report();
+    if (r.count > skipped_before)
+      log_ << (cfg_.progress_bar ? "\r" : "") << "epoch " << epoch << ": skipped " << r.count - skipped_before
+           << " step(s) with NaN or Inf (the latest: step " << r.last_step << "); the loss and accuracy leave out "
+           << samples - static_cast<int64_t>(sums[2]) << " sample(s) whose loss was not finite\n";
+  }
+  EpochMetrics m;
+  m.epoch = epoch;
+  m.train_loss = sums[0] / sums[2];
+  m.train_accuracy = sums[1] / sums[2];
+  m.seconds = seconds;
+  m.samples_per_second = double(samples) / seconds;
+  m.lr = optimizer_->lr();
+  return m;
+}
+
+// The test set split over the ranks, each evaluating its contiguous part, the sums reduced.
+EvalResult Trainer::evaluate_test() {
+  // BatchNorm's running statistics followed each rank's own batches: rank 0's are the model's (DDP
+  // broadcasts them before every forward; once an epoch is enough for evaluation and checkpoints).
+  for (auto& [name, b] : model_->named_buffers()) comm_.broadcast(b, 0);
+  const Dataset part = test_set_.shard(comm_.rank(), comm_.size());
+  EvalResult local = evaluate(*model_, part, 1000, false, kFashionMnistClasses, arch_.sample_shape());
+  if (comm_.size() == 1) return local;
+  const double n = double(local.samples);
+  const std::vector<double> s = comm_.all_reduce_sum({local.loss * n, local.accuracy * n, n});
+  EvalResult r;
+  r.samples = static_cast<int64_t>(s[2]);
+  r.loss = s[0] / s[2];
+  r.accuracy = s[1] / s[2];
+  return r;
+}
+
+void Trainer::end_epoch(const EpochMetrics& m) {
+  history_.push_back(m);
+  if (verbose()) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%sepoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  lr %.4g  %.1f s  %.0f "
+                  "samples/s\n",
+                  cfg_.progress_bar ? "\r" : "", static_cast<long long>(m.epoch), static_cast<long long>(cfg_.epochs),
+                  m.train_loss, 100 * m.train_accuracy, m.test_loss, 100 * m.test_accuracy, m.lr, m.seconds,
+                  m.samples_per_second);
+    log_ << line << std::flush;
+  }
+  if (comm_.size() > 1) checksum_ = check_same_parameters(comm_, *model_, detail::concat("after epoch ", m.epoch));
+  result_.transfers = internal::ledger_since(ledger_start_);
+  if (!leader()) return;  // rank 0 alone writes the run's files
+  // A checkpoint after every epoch, each file written atomically.
+  json hist = json::array();
+  for (const auto& h : history_) hist.push_back(internal::epoch_json(h));
+  const uint64_t rng_offset = generator_.offset() - static_cast<uint64_t>(comm_.rank()) * kRankStreamStride;
+  save_network(cfg_.out_dir + "/model.safetensors", *model_, arch_);
+  save_training_state(cfg_.out_dir + "/state.safetensors",
+                      {optimizer_->state_dict(), m.epoch, step_, rng_offset, cfg_.to_json(), hist.dump()});
+  internal::write_run_files(cfg_.out_dir, cfg_, history_, result_.transfers);
+}
+
+TrainResult Trainer::run() {
+  if (leader()) fs::create_directories(cfg_.out_dir);
+  print_header();
+  ledger_start_ = internal::ledger_now();
+  model_->train();
+  const auto run_start = std::chrono::steady_clock::now();
+  double samples_trained = 0, train_seconds = 0;
+  const int64_t first_epoch = resuming_ ? resume_.epochs_done + 1 : 1;
+  for (int64_t epoch = first_epoch; epoch <= cfg_.epochs; ++epoch) {
+    EpochMetrics m = train_epoch(epoch);
+    samples_trained += m.samples_per_second * m.seconds;
+    train_seconds += m.seconds;
+    const EvalResult test = evaluate_test();
+    m.test_loss = test.loss;
+    m.test_accuracy = test.accuracy;
+    end_epoch(m);
+  }
+  result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  result_.samples_per_second = train_seconds > 0 ? samples_trained / train_seconds : 0;
+  result_.epochs = history_;
+  result_.test_loss = history_.back().test_loss;
+  result_.test_accuracy = history_.back().test_accuracy;
+  result_.all_reduce = reducer_->stats();
+  if (verbose()) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "test accuracy %.2f%%, loss %.4f | %lld epoch(s) in %.1f s, training at %.0f samples/s on %s\n",
+                  100 * result_.test_accuracy, result_.test_loss, static_cast<long long>(cfg_.epochs - first_epoch + 1),
+                  result_.seconds, result_.samples_per_second, cfg_.device.str().c_str());
+    log_ << line << "transfers: " << TransferLedger::global().summary();
+    if (comm_.size() > 1) {
+      std::snprintf(line, sizeof line, "parameters identical on all %d ranks after every epoch (checksum %016llx)\n",
+                    comm_.size(), static_cast<unsigned long long>(checksum_));
+      log_ << line << "gradient all-reduce (rank 0): " << reducer_->summary() << "\n";
+    }
+    log_ << "saved " << cfg_.out_dir
+         << "/model.safetensors (PyTorch: model.load_state_dict(safetensors.torch.load_file(...)))\n";
+  }
+  return result_;
 }
 
 }  // namespace
@@ -302,198 +437,11 @@ EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, 
   return r;
 }
 
-TrainResult train_model(const TrainConfig& requested, std::ostream& log) {
-  TrainConfig cfg = requested;
-  TrainingState resume;
-  std::vector<EpochMetrics> history;
-  const bool resuming = !requested.resume_dir.empty();
-  if (resuming) {
-    resume = load_training_state(requested.resume_dir + "/state.safetensors");
-    // The run's own settings win, so the continuation is the run that would have happened;
-    // only where and how long to train, and where to write, come from this invocation.
-    cfg = TrainConfig::from_json(resume.config_json);
-    cfg.epochs = requested.epochs;
-    cfg.device = requested.device;
-    cfg.data_dir = requested.data_dir;
-    cfg.out_dir = requested.out_dir.empty() ? requested.resume_dir : requested.out_dir;
-    cfg.metrics_json = requested.metrics_json;
-    cfg.quiet = requested.quiet;
-    cfg.progress_bar = requested.progress_bar;
-    cfg.resume_dir = requested.resume_dir;
-    try {
-      for (const auto& e : json::parse(resume.history_json)) history.push_back(epoch_from_json(e));
-    } catch (const json::exception& e) {
-      throw FormatError(detail::concat(requested.resume_dir, "/state.safetensors: the saved history is malformed: ",
-                                       e.what()));
-    }
-    EMBER_CHECK(resume.epochs_done < cfg.epochs, ValueError, "the run in ", requested.resume_dir, " already trained ",
-                resume.epochs_done, " epoch(s); ask for more with --epochs N (N > ", resume.epochs_done, ")");
-  }
-  validate(cfg);
 
-  Dataset train_set = load_fashion_mnist(cfg.data_dir, Split::Train, cfg.limit);
-  Dataset test_set = load_fashion_mnist(cfg.data_dir, Split::Test);
-
-  Architecture arch = architecture_of(cfg);
-  std::shared_ptr<nn::Sequential> model;
-  Generator generator(cfg.seed);  // initial weights, then the dropout masks: lives as long as the model
-  std::string weights = resuming ? cfg.resume_dir + "/model.safetensors" : cfg.init_path;
-  if (!weights.empty()) {
-    // The checkpoint's architecture wins over --model/--hidden/--channels.
-    Network loaded = load_network(weights, cfg.device, cfg.dropout, generator);
-    if (resuming) generator.set_state(cfg.seed, resume.rng_offset);  // dropout continues where it stopped
-    EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == train_set.sample_numel() &&
-                    loaded.arch.classes == kFashionMnistClasses,
-                FormatError, weights, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
-                train_set.sample_numel(), " inputs and ", kFashionMnistClasses, " outputs");
-    model = loaded.model;
-    arch = loaded.arch;
-    cfg.model = arch.kind;
-    cfg.hidden = arch.hidden;
-    if (arch.is_cnn()) cfg.channels = arch.channels;
-  } else {
-    model = make_model(arch, cfg.device, generator);
-  }
-
-  model->set_input_grad(false);  // the input is data: the first layer skips its dx GEMM, as PyTorch does
-  auto optimizer = make_optimizer(cfg, *model);
-  if (resuming) optimizer->load_state_dict(resume.optimizer);
-  DataLoader loader(train_set, {.batch_size = cfg.batch_size, .shuffle = cfg.shuffle, .seed = cfg.seed,
-                                .drop_last = false, .device = cfg.device, .pin_memory = cfg.pin_memory});
-  const int64_t steps_per_epoch = loader.batches_per_epoch();
-  auto schedule = make_schedule(cfg, steps_per_epoch);
-  int64_t step = resuming ? resume.step : 0;
-  const int64_t first_epoch = resuming ? resume.epochs_done + 1 : 1;
-
-  fs::create_directories(cfg.out_dir);
-  if (!cfg.quiet) {
-    log << "ember train: " << arch.str() << (arch.is_cnn() ? " CNN" : " MLP") << " on " << cfg.device.str() << ", "
-        << train_set.size() << " training / " << test_set.size() << " test samples, batch " << cfg.batch_size << ", "
-        << cfg.optimizer << " lr " << cfg.lr << " (" << cfg.schedule << ")"
-        << (resuming ? ", resuming after epoch " + std::to_string(resume.epochs_done) : "") << "\n"
-        << nn::summarize(*model, arch.batch_shape(cfg.batch_size)).table();
-  }
-
-  // One scan of the loss and every gradient per step, where they live; the optimizer kernels skip a
-  // flagged step's update themselves, so the host never waits for the GPU to decide (docs/reliability.md).
-  NonFiniteGuard guard(cfg.device, cfg.skip_nonfinite ? NonFiniteGuard::Mode::Skip : NonFiniteGuard::Mode::Stop);
-  optimizer->set_guard(&guard);
-  Watched watched(*model);
-
-  std::array<TransferStats, 3> ledger_start;
-  for (int i = 0; i < 3; ++i) ledger_start[i] = TransferLedger::global().stats(static_cast<TransferDirection>(i));
-  TrainResult result;
-  nn::CrossEntropyLoss ce;
-  model->train();
-  auto run_start = std::chrono::steady_clock::now();
-  int64_t samples_trained = 0;
-  double train_seconds = 0;
-  // Per-step loss and correct count stay on the device; the host reads them to draw progress and at the
-  // epoch's end, and averages over the steps whose loss is finite (all of them unless --skip-nonfinite).
-  Tensor step_loss = Tensor::empty({steps_per_epoch}, DType::F32, cfg.device);
-  Tensor step_correct = Tensor::empty({steps_per_epoch}, DType::I64, cfg.device);
-  auto epoch_means = [&](int64_t steps, int64_t* samples_counted) {
-    std::vector<float> losses = step_loss.slice(0, 0, steps).to_vector<float>();
-    std::vector<int64_t> correct = step_correct.slice(0, 0, steps).to_vector<int64_t>();
-    double loss_sum = 0, correct_sum = 0;
-    int64_t counted = 0;
-    for (int64_t i = 0; i < steps; ++i) {
-      const int64_t size = std::min(cfg.batch_size, loader.samples_per_epoch() - i * cfg.batch_size);
-      if (!std::isfinite(losses[i])) continue;
-      loss_sum += double(losses[i]) * double(size);
-      correct_sum += double(correct[i]);
-      counted += size;
-    }
-    *samples_counted = counted;
-    return std::pair{counted > 0 ? loss_sum / double(counted) : NAN, counted > 0 ? correct_sum / double(counted) : NAN};
-  };
-  for (int64_t epoch = first_epoch; epoch <= cfg.epochs; ++epoch) {
-    auto epoch_start = std::chrono::steady_clock::now();
-    auto last_draw = epoch_start;
-    loader.start_epoch(epoch - 1);
-    const int64_t skipped_before = cfg.skip_nonfinite ? guard.report().count : 0;
-    int64_t samples = 0;
-    Batch batch;
-    while (loader.next(batch)) {
-      optimizer->set_lr(schedule->lr_at(step));
-      optimizer->zero_grad();
-      Tensor logits = model->forward(arch.is_cnn() ? batch.x.view(arch.batch_shape(batch.size())) : batch.x);
-      Tensor loss = ce.forward(logits, batch.y);
-      model->backward(ce.backward());
-      guard.check(++step, watched.with_loss(loss));
-      optimizer->step();
-      // Free to read (on CUDA it trails the device by the few steps queued ahead); exact on the CPU.
-      if (!cfg.skip_nonfinite && guard.first_bad_step() != 0)
-        stop_nonfinite(guard, watched, *model, steps_per_epoch, cfg.lr);
-      step_loss.slice(0, batch.index, batch.index + 1).copy_from(loss.view({1}), true);
-      step_correct.slice(0, batch.index, batch.index + 1).copy_from(ops::count_correct(logits, batch.y).view({1}), true);
-      samples += batch.size();
-      if (cfg.progress_bar && !cfg.quiet) {
-        auto now = std::chrono::steady_clock::now();
-        if (std::chrono::duration<double>(now - last_draw).count() > 0.25) {
-          last_draw = now;
-          double elapsed = std::chrono::duration<double>(now - epoch_start).count();
-          int64_t counted = 0;
-          auto [loss_mean, acc] = epoch_means(batch.index + 1, &counted);
-          draw_progress(log, epoch, cfg.epochs, samples, loader.samples_per_epoch(), loss_mean, acc,
-                        samples / elapsed);
-        }
-      }
-    }
-    int64_t counted = 0;
-    auto [train_loss, train_acc] = epoch_means(steps_per_epoch, &counted);
-    if (cfg.device.is_cuda()) cuda::synchronize(cfg.device);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-    samples_trained += samples;
-    train_seconds += seconds;
-    if (!cfg.skip_nonfinite && guard.first_bad_step() != 0)
-      stop_nonfinite(guard, watched, *model, steps_per_epoch, cfg.lr);
-    EMBER_CHECK(counted > 0, NumericalError, "every step of epoch ", epoch,
-                " had a non-finite loss, so none was applied. Lower --lr (now ", cfg.lr, ")");
-    if (cfg.skip_nonfinite && !cfg.quiet) {
-      const kernels::GuardReport r = guard.report();
-      if (r.count > skipped_before)
-        log << (cfg.progress_bar ? "\r" : "") << "epoch " << epoch << ": skipped " << r.count - skipped_before
-            << " step(s) with NaN or Inf (the latest: step " << r.last_step << "); the loss and accuracy leave out "
-            << samples - counted << " sample(s) whose loss was not finite\n";
-    }
-    EvalResult test = evaluate(*model, test_set, 1000, false, kFashionMnistClasses, arch.sample_shape());
-    EpochMetrics m{epoch, train_loss, train_acc, test.loss, test.accuracy, seconds, double(samples) / seconds,
-                   optimizer->lr()};
-    history.push_back(m);
-    if (!cfg.quiet) {
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "%sepoch %lld/%lld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  lr %.4g  %.1f s  %.0f "
-                    "samples/s\n",
-                    cfg.progress_bar ? "\r" : "", static_cast<long long>(epoch), static_cast<long long>(cfg.epochs),
-                    train_loss, 100 * train_acc, test.loss, 100 * test.accuracy, m.lr, seconds, m.samples_per_second);
-      log << line << std::flush;
-    }
-    // A checkpoint after every epoch, each file written atomically.
-    json hist = json::array();
-    for (const auto& h : history) hist.push_back(epoch_json(h));
-    save_network(cfg.out_dir + "/model.safetensors", *model, arch);
-    save_training_state(cfg.out_dir + "/state.safetensors",
-                        {optimizer->state_dict(), epoch, step, generator.offset(), cfg.to_json(), hist.dump()});
-    result.transfers = ledger_since(ledger_start);
-    write_run_files(cfg.out_dir, cfg, history, result.transfers);
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  result.samples_per_second = train_seconds > 0 ? double(samples_trained) / train_seconds : 0;
-  result.epochs = history;
-  result.test_loss = history.back().test_loss;
-  result.test_accuracy = history.back().test_accuracy;
-  if (!cfg.quiet) {
-    char line[256];
-    std::snprintf(line, sizeof line, "test accuracy %.2f%%, loss %.4f | %lld epoch(s) in %.1f s, training at %.0f samples/s on %s\n",
-                  100 * result.test_accuracy, result.test_loss,
-                  static_cast<long long>(cfg.epochs - first_epoch + 1), result.seconds, result.samples_per_second,
-                  cfg.device.str().c_str());
-    log << line << "transfers: " << TransferLedger::global().summary() << "saved " << cfg.out_dir
-        << "/model.safetensors (PyTorch: model.load_state_dict(safetensors.torch.load_file(...)))\n";
-  }
-  return result;
+TrainResult train_model(const TrainConfig& config, std::ostream& log, dist::Communicator& comm) {
+  return Trainer(config, log, comm).run();
 }
+
+TrainResult train_model(const TrainConfig& config, std::ostream& log) { return train_model(config, log, dist::world()); }
 
 }  // namespace ember::train

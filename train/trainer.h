@@ -9,8 +9,10 @@
 
 #include "core/device.h"
 #include "core/transfer_ledger.h"
+#include "dist/communicator.h"
 #include "nn/module.h"
 #include "train/dataset.h"
+#include "train/distributed.h"
 
 namespace ember::train {
 
@@ -43,6 +45,7 @@ struct TrainConfig {
   bool quiet = false;
   bool progress_bar = false;       // \r progress on a terminal; plain lines otherwise
   bool skip_nonfinite = false;     // skip updates whose loss or gradients hold NaN/Inf instead of stopping
+  int64_t bucket_kb = 256;         // data-parallel: gradients are summed in buckets of about this size
 
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);  // FormatError on a malformed config
@@ -61,6 +64,7 @@ struct TrainResult {
   double test_loss = 0, test_accuracy = 0;
   double seconds = 0, samples_per_second = 0;  // this invocation's training time and throughput
   std::array<TransferStats, 3> transfers{};    // H2D, D2H, D2D during this invocation
+  AllReduceStats all_reduce;                   // this rank's gradient all-reduces (data-parallel runs)
 };
 
 struct EvalResult {
@@ -72,7 +76,11 @@ struct EvalResult {
 
 // Trains as configured, writing progress to `log`, and the run directory:
 // model.safetensors, state.safetensors, metrics.csv, metrics.svg (and --metrics-json).
+// As one rank of `comm` (dist::world() by default: the ranks mpirun started, else this process alone):
+// every rank starts from rank 0's weights, takes its part of each global batch of batch_size samples, and
+// applies the gradients summed over all ranks; rank 0 alone logs and writes files (docs/distributed.md).
 TrainResult train_model(const TrainConfig& config, std::ostream& log);
+TrainResult train_model(const TrainConfig& config, std::ostream& log, dist::Communicator& comm);
 
 // Loss and accuracy of `model` on `data` (batches on the model's device, each sample viewed as
 // `sample_shape`: (784) for an MLP, (1, 28, 28) for a CNN); with `confusion`, the confusion matrix and

@@ -1,4 +1,5 @@
-// Runs the built `ember` binary (EMBER_BINARY) with arguments and captures its exit code and output.
+// Runs the built `ember` binary (EMBER_BINARY) with arguments, or any command line, and captures its exit code
+// and output.
 #pragma once
 
 #include <sys/wait.h>
@@ -14,8 +15,9 @@ struct EmberRun {
   std::string output;  // stdout and stderr together
 };
 
-inline EmberRun run_ember(const std::string& args) {
-  std::string cmd = std::string(EMBER_BINARY) + " " + args + " 2>&1";
+// Runs a shell command line (sh -c), stderr joined to stdout.
+inline EmberRun run_command(const std::string& command) {
+  std::string cmd = command + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed for: " + cmd);
   std::string out;
@@ -25,5 +27,7 @@ inline EmberRun run_ember(const std::string& args) {
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
+
+inline EmberRun run_ember(const std::string& args) { return run_command(std::string(EMBER_BINARY) + " " + args); }
 
 }  // namespace ember::test

@@ -287,3 +287,51 @@ TEST_CASE("DataLoader over a head() of a dataset sees only those samples", "[tra
   REQUIRE(seen.size() == 30);
   REQUIRE(seen.back() == 29);
 }
+
+TEST_CASE("DataLoader shards split each global batch into contiguous parts, the same order on every shard", "[train][dist]") {
+  Dataset data = indexed_dataset(103);
+  const int64_t shards = 3, batch = 8;  // 13 batches, the last of 7 rows
+  DataLoader whole(data, {.batch_size = batch, .shuffle = true, .seed = 4});
+  std::vector<DataLoader> parts;
+  for (int64_t r = 0; r < shards; ++r)
+    parts.emplace_back(data, DataLoaderOptions{.batch_size = batch, .shuffle = true, .seed = 4, .shard_rank = r,
+                                               .shard_count = shards});
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    whole.start_epoch(epoch);
+    for (auto& p : parts) p.start_epoch(epoch);
+    Batch all;
+    while (whole.next(all)) {
+      std::vector<int64_t> joined;
+      for (int64_t r = 0; r < shards; ++r) {
+        Batch b;
+        REQUIRE(parts[r].next(b));
+        CHECK(b.index == all.index);
+        CHECK(b.global_size == all.size());
+        CHECK(b.size() == all.size() * (r + 1) / shards - all.size() * r / shards);
+        for (int64_t i = 0; i < b.size(); ++i) joined.push_back(sample_of_row(b.x.data<float>() + i * 784));
+      }
+      std::vector<int64_t> expected;
+      for (int64_t i = 0; i < all.size(); ++i) expected.push_back(sample_of_row(all.x.data<float>() + i * 784));
+      CHECK(joined == expected);
+    }
+    for (auto& p : parts) {
+      Batch b;
+      CHECK_FALSE(p.next(b));
+    }
+  }
+  CHECK_THROWS_WITH(DataLoader(data, {.shard_rank = 3, .shard_count = 3}), Catch::Contains("shard 3 of 3 does not exist"));
+}
+
+TEST_CASE("Dataset::shard splits a set into near-equal contiguous views", "[train][dist]") {
+  Dataset data = indexed_dataset(10);
+  int64_t next = 0;
+  for (int64_t r = 0; r < 3; ++r) {
+    Dataset part = data.shard(r, 3);
+    CHECK(part.size() == (r == 2 ? 4 : 3));
+    for (int64_t i = 0; i < part.size(); ++i) CHECK(part.labels.data<int64_t>()[i] == (next++ * 7) % 10);
+  }
+  CHECK(next == 10);
+  CHECK(data.shard(0, 1).size() == 10);
+  CHECK_THROWS_WITH(data.shard(0, 11), Catch::Contains("cannot be split into 11 non-empty parts"));
+  CHECK_THROWS_AS(data.shard(2, 2), ValueError);
+}
