@@ -220,11 +220,13 @@ void Trainer::print_header() {
        << train_set_.size() << " training / " << test_set_.size() << " test samples, batch " << cfg_.batch_size
        << ", " << cfg_.optimizer << " lr " << cfg_.lr << " (" << cfg_.schedule << ")"
        << (resuming_ ? ", resuming after epoch " + std::to_string(resume_.epochs_done) : "") << "\n";
-  if (comm_.size() > 1)
+  if (comm_.size() > 1) {
+    const int64_t low = cfg_.batch_size / comm_.size(), high = (cfg_.batch_size + comm_.size() - 1) / comm_.size();
     log_ << "data-parallel: " << comm_.size() << " ranks over " << comm_.describe(cfg_.device) << "; batch "
-         << cfg_.batch_size << " is the global batch (" << cfg_.batch_size / comm_.size() << " to "
-         << (cfg_.batch_size + comm_.size() - 1) / comm_.size() << " a rank); each rank on its "
-         << (cfg_.device.is_cuda() ? "own GPU (cuda:local_rank)" : "cpu") << "\n";
+         << cfg_.batch_size << " is the global batch ("
+         << (low == high ? std::to_string(low) : std::to_string(low) + " to " + std::to_string(high)) << " a rank, rank 0 on "
+         << cfg_.device.str() << ")\n";
+  }
   log_ << nn::summarize(*model_, arch_.batch_shape(cfg_.batch_size)).table();
 }
 

@@ -136,7 +136,7 @@ TEST_CASE("A rank that fails alone ends the whole run and names itself", "[apps]
   fs::remove_all(d);
 }
 
-TEST_CASE("A rank killed mid-run ends the others within a bounded time; the last checkpoint still loads",
+TEST_CASE("A rank killed mid-run ends the others within a bounded time, and the last checkpoint still loads",
           "[apps][mpi]") {
   if (!have_dataset()) {
     WARN("dataset-fashion-mnist is not installed");

@@ -11,6 +11,7 @@
 #include "dist/communicator.h"
 #include "nn/nn.h"
 #include "train/distributed.h"
+#include "train/models.h"
 
 using namespace ember;
 
@@ -123,6 +124,35 @@ TEST_CASE("GradientReducer sums every gradient over the ranks, each bucket start
   }
   CHECK(reducer.stats().steps == 2);
   CHECK(reducer.stats().bytes_per_step == (15 + 3 + 30 + 5) * 4);
+}
+
+TEST_CASE("GradientReducer sums a CNN's gradients too: convolutions and BatchNorm accumulate into the buckets",
+          "[dist]") {
+  auto gradients = [](nn::Sequential& m) {
+    Tensor x = Tensor::randn({4, 1, 28, 28}, 21);
+    m.zero_grad();
+    m.forward(x);
+    m.backward(Tensor::ones({4, 10}));
+    std::map<std::string, std::vector<float>> out;
+    for (const auto& [name, p] : m.named_parameters()) out[name] = p->grad.to_vector<float>();
+    return out;
+  };
+  train::Architecture arch = train::Architecture::cnn({4, 6}, {16});
+  arch.dropout = 0;
+  Generator g1(5), g2(5);
+  auto single = train::make_model(arch, Device::cpu(), g1);
+  auto model = train::make_model(arch, Device::cpu(), g2);
+  const auto expected = gradients(*single);
+  MirrorComm comm;
+  train::GradientReducer reducer(comm, *model, 256);
+  CHECK(reducer.stats().buckets > 4);
+  gradients(*model);
+  reducer.finish();
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    const std::vector<float> got = p->grad.to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == 2 * expected.at(name)[i]);
+  }
 }
 
 TEST_CASE("GradientReducer starts every bucket of a step that ran no backward", "[dist]") {
