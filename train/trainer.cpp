@@ -130,8 +130,8 @@ class Trainer {
   void print_header();
   EpochMetrics train_epoch(int64_t epoch);
   void step(const Batch& batch);
-  // This rank's sums over the first `steps` steps of the epoch: {loss * rows, correct, rows} over the steps
-  // whose loss is finite.
+  // Sums over the first `steps` steps of the epoch whose loss is finite: {loss * rows, correct, rows}, with the
+  // global batch's loss and rows and this rank's correct count.
   std::vector<double> epoch_sums(int64_t steps);
   EvalResult evaluate_test();
   void end_epoch(const EpochMetrics& m);
@@ -157,7 +157,7 @@ class Trainer {
   // Per-step loss and correct count stay on the device; the host reads them to draw progress and at the
   // epoch's end, and averages over the steps whose loss is finite (all of them unless --skip-nonfinite).
   Tensor step_loss_, step_correct_;
-  std::vector<int64_t> step_rows_;  // this rank's rows of each step of the epoch
+  std::vector<int64_t> step_rows_;  // rows of each step's global batch
   std::array<TransferStats, 3> ledger_start_{};
   TrainResult result_;
   uint64_t checksum_ = 0;  // of the parameters, equal on every rank after the last epoch
@@ -245,6 +245,12 @@ void Trainer::step(const Batch& batch) {
     correct = Tensor::zeros({}, DType::I64, cfg_.device);
   }
   reducer_->finish();
+  if (comm_.size() > 1) {
+    // The global batch's mean loss, the same on every rank: the guard then decides alike everywhere (a loss
+    // that is Inf on one rank only would otherwise stop or skip that rank alone).
+    loss = ops::scale(loss, double(batch.size()) / double(batch.global_size));
+    comm_.all_reduce_sum(loss);
+  }
   guard_->check(++step_, watched_->with_loss(loss));
   optimizer_->step();
   // Free to read (on CUDA it trails the device by the few steps queued ahead); exact on the CPU.
@@ -252,7 +258,7 @@ void Trainer::step(const Batch& batch) {
     stop_nonfinite(*guard_, *watched_, *model_, steps_per_epoch_, cfg_.lr);
   step_loss_.slice(0, batch.index, batch.index + 1).copy_from(loss.view({1}), true);
   step_correct_.slice(0, batch.index, batch.index + 1).copy_from(correct.view({1}), true);
-  step_rows_[static_cast<size_t>(batch.index)] = batch.size();
+  step_rows_[static_cast<size_t>(batch.index)] = batch.global_size;
 }
 
 std::vector<double> Trainer::epoch_sums(int64_t steps) {
@@ -262,7 +268,7 @@ std::vector<double> Trainer::epoch_sums(int64_t steps) {
   for (int64_t i = 0; i < steps; ++i) {
     const auto rows = double(step_rows_[static_cast<size_t>(i)]);
     if (!std::isfinite(losses[i])) continue;
-    sums[0] += rows > 0 ? double(losses[i]) * rows : 0;
+    sums[0] += double(losses[i]) * rows;
     sums[1] += double(correct[i]);
     sums[2] += rows;
   }
@@ -284,14 +290,14 @@ EpochMetrics Trainer::train_epoch(int64_t epoch) {
       if (std::chrono::duration<double>(now - last_draw).count() > 0.25) {
         last_draw = now;
         const double elapsed = std::chrono::duration<double>(now - epoch_start).count();
-        const std::vector<double> s = epoch_sums(batch.index + 1);  // rank 0's part only: no collective here
+        const std::vector<double> s = epoch_sums(batch.index + 1);  // accuracy of rank 0's rows: no collective
         internal::draw_progress(log_, epoch, cfg_.epochs, samples, loader_->samples_per_epoch(),
                               s[2] > 0 ? s[0] / s[2] : NAN, s[2] > 0 ? s[1] / s[2] : NAN, samples / elapsed);
       }
     }
   }
-  const std::vector<double> local = epoch_sums(steps_per_epoch_);
-  const std::vector<double> sums = comm_.all_reduce_sum(local);
+  std::vector<double> sums = epoch_sums(steps_per_epoch_);
+  sums[1] = comm_.all_reduce_sum(std::vector<double>{sums[1]})[0];  // the correct counts of every rank's rows
   if (cfg_.device.is_cuda()) cuda::synchronize(cfg_.device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
   if (!cfg_.skip_nonfinite && guard_->first_bad_step() != 0)

@@ -122,6 +122,29 @@ TEST_CASE("A run saved by 2 ranks resumes on 1 process, and one saved by 1 proce
   fs::remove_all(d);
 }
 
+TEST_CASE("A diverging data-parallel run stops at the same step on every rank, naming it", "[apps][mpi]") {
+  if (!have_dataset()) {
+    WARN("dataset-fashion-mnist is not installed");
+    return;
+  }
+  fs::path d = fresh_dir("nonfinite");
+  auto run = [&](const std::string& launcher) {
+    Run r = run_command(launcher + kEmber + " train --device cpu --limit 512 --epochs 1 --lr 1e9 --schedule constant " +
+                        "--out " + (d / "run").string());
+    INFO(r.output);
+    CHECK(r.code == 1);
+    const auto at = r.output.find("step ");
+    REQUIRE(at != std::string::npos);
+    return r.output.substr(at, r.output.find(':', at) - at);  // "step 2 (epoch 1, batch 2)"
+  };
+  // Every rank judges the global batch's loss and the summed gradients, so all flag the same step: the one a
+  // single process flags.
+  const std::string one = run(""), two = run(mpirun(2));
+  CHECK(one == two);
+  CHECK_FALSE(fs::exists(d / "run" / "model.safetensors"));
+  fs::remove_all(d);
+}
+
 TEST_CASE("A rank that fails alone ends the whole run and names itself", "[apps][mpi]") {
   fs::path d = fresh_dir("fault");
   // MPMD: rank 0 is fine, rank 1 is pointed at a directory without the data set.
