@@ -6,6 +6,7 @@
 
 #include "apps/commands.h"
 #include "core/device.h"
+#include "dist/communicator.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::apps {
@@ -28,6 +29,9 @@ void print_info() {
     }
   }
   std::printf("best device: %s\n", Device::best().str().c_str());
+  std::printf("data-parallel: %s\n", !dist::built_with_mpi() ? "no (built without MPI: install libopenmpi-dev and rebuild)"
+                                      : dist::built_with_nccl() ? "mpirun -np N ember train (MPI; NCCL for GPU tensors)"
+                                                                : "mpirun -np N ember train (MPI; GPU tensors staged through host memory)");
 }
 
 }  // namespace
