@@ -7,6 +7,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "kernels/reduce.h"
+#include "kernels/cuda/block_sum.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
@@ -35,22 +36,6 @@ int64_t sum_blocks(int64_t n) {
   return blocks < 1 ? 1 : (blocks > kSumMaxBlocks ? kSumMaxBlocks : blocks);
 }
 
-__device__ Acc warp_sum(Acc v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
-// Block-wide sum in a fixed order (lanes by xor tree, then warps by the same tree); the result is
-// valid in every thread. Uses `scratch` of 32 entries.
-__device__ Acc block_sum(Acc v, Acc* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < warps ? scratch[lane] : Acc(0);
-  return warp_sum(v);
-}
-
 // Each block sums a grid-stride slice of x and writes scale * partial to out[blockIdx.x]. The grid
 // size depends only on n, so every element always lands in the same partial: deterministic. Used
 // for both passes (pass 2 is one block over the partials).
@@ -61,7 +46,7 @@ __global__ void __launch_bounds__(kSumThreads) block_sum_kernel(const T* __restr
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     acc += static_cast<Acc>(x[i]);
-  acc = block_sum(acc, scratch);
+  acc = block_sum<Acc>(acc, scratch);  // block_sum.cuh: the fixed-order xor tree
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<T>(acc * static_cast<Acc>(scale));
 }
 

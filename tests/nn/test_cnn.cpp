@@ -210,25 +210,7 @@ TEST_CASE("Float64 gradient check of a whole CNN through cross-entropy (fused Ba
       model->forward(x);
       model->eval();
     }
-    CrossEntropyLoss ce;
-    model->zero_grad();
-    ce.forward(model->forward(x), labels);
-    Tensor dx = model->backward(ce.backward());
-    auto loss_with = [&](Tensor& target) {
-      return [&](const std::vector<double>& v) {
-        Tensor saved = target.clone();
-        target.copy_from(Tensor::from_vector(v, target.shape()));
-        CrossEntropyLoss l;
-        const double s = l.forward(model->forward(x), labels).item<double>();
-        target.copy_from(saved);
-        return s;
-      };
-    };
-    REQUIRE_GRADCHECK(loss_with(x), x.to_vector<double>(), dx.to_vector<double>());
-    for (auto& [name, p] : model->named_parameters()) {
-      INFO(name);
-      REQUIRE_GRADCHECK(loss_with(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
-    }
+    ember::test::gradcheck_cross_entropy(*model, x, labels);
   }
 }
 

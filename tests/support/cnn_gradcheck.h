@@ -24,34 +24,39 @@ inline std::shared_ptr<nn::Sequential> gradcheck_cnn(Device device) {
       std::make_shared<nn::Linear>(16, 5, true, DType::F64, device, gen));
 }
 
-// Checks dL/dx and every parameter's gradient of cross-entropy(model(x)) in training mode, then in eval mode
-// with the running statistics the training passes left.
+// Checks dL/dx and every parameter's gradient of L = cross-entropy(model(x), labels) against central differences,
+// in the model's current mode, on x's device.
+inline void gradcheck_cross_entropy(nn::Module& model, Tensor x, const Tensor& labels) {
+  nn::CrossEntropyLoss ce;
+  model.zero_grad();
+  ce.forward(model.forward(x), labels);
+  const Tensor dx = model.backward(ce.backward());
+  auto loss_with = [&](Tensor& target) {
+    return [&](const std::vector<double>& v) {
+      Tensor saved = target.clone();
+      target.copy_from(Tensor::from_vector(v, target.shape()).to(target.device()));
+      nn::CrossEntropyLoss l;
+      const double loss = l.forward(model.forward(x), labels).item<double>();
+      target.copy_from(saved);
+      return loss;
+    };
+  };
+  REQUIRE_GRADCHECK(loss_with(x), x.to_vector<double>(), dx.to_vector<double>());
+  for (auto& [name, p] : model.named_parameters()) {
+    INFO(name);
+    REQUIRE_GRADCHECK(loss_with(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
+  }
+}
+
+// The check above in training mode, then in eval mode with the running statistics the training passes left.
 inline void gradcheck_cnn_on(Device device) {
   auto model = gradcheck_cnn(device);
-  Tensor x = Tensor::randn({3, 2, 9, 7}, 23, DType::F64).to(device);
+  const Tensor x = Tensor::randn({3, 2, 9, 7}, 23, DType::F64).to(device);
   const Tensor labels = Tensor::from_vector<int64_t>({4, 0, 2}, {3}).to(device);
   for (bool training : {true, false}) {
     INFO("training " << training);
     model->train(training);
-    nn::CrossEntropyLoss ce;
-    model->zero_grad();
-    ce.forward(model->forward(x), labels);
-    const Tensor dx = model->backward(ce.backward());
-    auto loss_with = [&](Tensor& target) {
-      return [&](const std::vector<double>& v) {
-        Tensor saved = target.clone();
-        target.copy_from(Tensor::from_vector(v, target.shape()).to(device));
-        nn::CrossEntropyLoss l;
-        const double loss = l.forward(model->forward(x), labels).item<double>();
-        target.copy_from(saved);
-        return loss;
-      };
-    };
-    REQUIRE_GRADCHECK(loss_with(x), x.to_vector<double>(), dx.to_vector<double>());
-    for (auto& [name, p] : model->named_parameters()) {
-      INFO(name);
-      REQUIRE_GRADCHECK(loss_with(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
-    }
+    gradcheck_cross_entropy(*model, x, labels);
   }
 }
 
