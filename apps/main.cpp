@@ -2,8 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <string>
 #include <iostream>
+#include <string>
 
 #include "apps/commands.h"
 #include "core/error.h"

@@ -2,10 +2,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "apps/commands.h"
 #include "dist/communicator.h"
@@ -35,6 +34,7 @@ Device rank_device(const std::string& text, const dist::Communicator& comm) {
   const Device best = text == "auto" ? Device::best() : Device::parse("cuda");
   if (!best.is_cuda()) return best;
   const int gpus = cuda::device_count();
+  if (gpus == 0) return best;  // the usual "no usable CUDA device" error follows, with its reason
   EMBER_CHECK(comm.local_rank() < gpus, DeviceUnavailableError, "rank ", comm.rank(), " is local rank ",
               comm.local_rank(), " on its machine, which has only ", gpus,
               " GPU(s); start at most that many ranks a machine, or pass --device cpu");

@@ -65,7 +65,7 @@ TEST_CASE("mpirun -np 2 ember train --device cuda:0: device gradients summed ove
   // buckets take the staged path, device -> pinned host -> MPI -> device, which the ledger counts.
   // LeakSanitizer would read OpenMPI's own allocations at exit as leaks.
   const std::string mpirun = std::string("ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 ") +
-                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + EMBER_MPIEXEC + " --oversubscribe -np 2 " +
+                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none " + EMBER_MPIEXEC + " --oversubscribe -np 2 " +
                              EMBER_BINARY + " train --device cuda:0 --limit 4096 --epochs 1 --seed 3 --out " +
                              (dir / "two").string() + " --metrics-json " + (dir / "two.json").string();
   const ember::test::EmberRun r = ember::test::run_command(mpirun);
