@@ -129,13 +129,18 @@ void GradientReducer::finish() {
 
 std::string GradientReducer::summary() const {
   if (stats_.steps == 0) return "no gradient all-reduce";
-  const double per_step = stats_.collective_seconds / double(stats_.steps);
-  const double hidden =
-      stats_.collective_seconds > 0 ? std::clamp(1 - stats_.wait_seconds / stats_.collective_seconds, 0.0, 1.0) : 0;
   char line[200];
+  const double mb = double(stats_.bytes_per_step) / 1e6;
+  const auto buckets = static_cast<long long>(stats_.buckets);
+  if (stats_.collective_seconds == 0) {  // NCCL: the collectives run on the collective stream, the host never waits
+    std::snprintf(line, sizeof line, "%lld bucket(s), %.2f MB a step on the device's collective stream (not timed)",
+                  buckets, mb);
+    return line;
+  }
+  const double per_step = stats_.collective_seconds / double(stats_.steps);
+  const double hidden = std::clamp(1 - stats_.wait_seconds / stats_.collective_seconds, 0.0, 1.0);
   std::snprintf(line, sizeof line, "%lld bucket(s), %.2f MB a step, all-reduce %.2f ms a step, %.0f%% of it hidden behind backward",
-                static_cast<long long>(stats_.buckets), double(stats_.bytes_per_step) / 1e6, 1e3 * per_step,
-                100 * hidden);
+                buckets, mb, 1e3 * per_step, 100 * hidden);
   return line;
 }
 
