@@ -155,6 +155,18 @@ TEST_CASE("GradientReducer sums a CNN's gradients too: convolutions and BatchNor
   }
 }
 
+TEST_CASE("GradientReducer starts a bucket that spans layers only after backward has passed all of them", "[dist]") {
+  int calls = 0;
+  auto model = probe_model(&calls);
+  MirrorComm comm;
+  comm.backward_calls = &calls;
+  train::GradientReducer reducer(comm, *model, 1 << 20);  // one bucket: both Linear layers
+  CHECK(reducer.stats().buckets == 1);
+  gradients_after_step(*model);
+  CHECK(comm.launched_after == std::vector<int>{2});
+  reducer.finish();
+}
+
 TEST_CASE("GradientReducer starts every bucket of a step that ran no backward", "[dist]") {
   int calls = 0;
   auto model = probe_model(&calls);
