@@ -15,7 +15,6 @@ namespace ember::dist {
 
 struct NcclComm {
   ncclComm_t comm = nullptr;
-  int device = 0;
 };
 
 namespace {
@@ -47,7 +46,7 @@ std::unique_ptr<NcclComm, void (*)(NcclComm*)> nccl_start(int rank, int size, in
   share_id(&id, sizeof id);
   bool any = false;
   for (char b : id.internal) any |= b != 0;
-  std::unique_ptr<NcclComm, void (*)(NcclComm*)> out(new NcclComm{nullptr, device}, destroy);
+  std::unique_ptr<NcclComm, void (*)(NcclComm*)> out(new NcclComm{}, destroy);
   if (!any || cudaSetDevice(device) != cudaSuccess) {
     *why = "NCCL could not start (no unique id or no device)";
     return {nullptr, destroy};

@@ -13,7 +13,7 @@
 
 namespace ember::dist {
 
-struct NcclComm;  // ncclComm_t and its device
+struct NcclComm;  // holds the ncclComm_t
 
 // Copies rank 0's `bytes` bytes at `data` to every other rank's `data` (an MPI broadcast, say).
 using ShareBytes = std::function<void(void* data, size_t bytes)>;
