@@ -15,6 +15,8 @@
 #include "train/dataset.h"
 
 namespace fs = std::filesystem;
+using ember::test::fresh_dir;
+using ember::test::have_dataset;
 using ember::test::run_ember;
 using Run = ember::test::EmberRun;
 
@@ -23,17 +25,6 @@ namespace {
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-bool have_dataset() {
-  return fs::exists(fs::path(ember::train::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz");
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ember-cli-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // `mpirun -np 2 ember train` on this machine (docs/distributed.md): the single process's losses and accuracy,
 // identical parameters on every rank, resume across rank counts, and a failed or killed rank ending the run.
 // Without MPI built in, ember started as one of several ranks says so and exits 2.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -12,26 +10,15 @@
 #include <string>
 
 #include "support/run_ember.h"
-#include "train/checkpoint.h"
-#include "train/dataset.h"
 
 namespace fs = std::filesystem;
+using ember::test::fresh_dir;
+using ember::test::have_dataset;
 using ember::test::run_command;
 using ember::test::run_ember;
 using Run = ember::test::EmberRun;
 
 namespace {
-
-bool have_dataset() {
-  return fs::exists(fs::path(ember::train::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz");
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("ember-mpi-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 // The same work for every run: 6000 samples, a schedule that does not stretch with --epochs (for resume).
 const std::string kRecipe = "train --device cpu --quiet --limit 6000 --seed 3 --schedule step --step-epochs 1 ";

@@ -83,11 +83,11 @@ std::shared_ptr<nn::Sequential> probe_model(int* calls) {
   return m;
 }
 
-std::map<std::string, std::vector<float>> gradients_after_step(nn::Sequential& m) {
-  Tensor x = Tensor::randn({4, 6}, 9);
+// Every parameter's gradient after one forward of x (the probe model's input by default) and a backward of ones.
+std::map<std::string, std::vector<float>> gradients_after_step(nn::Sequential& m, const Tensor& x = Tensor::randn({4, 6}, 9)) {
   m.zero_grad();
-  m.forward(x);
-  m.backward(Tensor::ones({4, 3}));
+  const Tensor y = m.forward(x);
+  m.backward(Tensor::ones(y.shape()));
   std::map<std::string, std::vector<float>> out;
   for (const auto& [name, p] : m.named_parameters()) out[name] = p->grad.to_vector<float>();
   return out;
@@ -128,25 +128,17 @@ TEST_CASE("GradientReducer sums every gradient over the ranks, each bucket start
 
 TEST_CASE("GradientReducer sums a CNN's gradients too: convolutions and BatchNorm accumulate into the buckets",
           "[dist]") {
-  auto gradients = [](nn::Sequential& m) {
-    Tensor x = Tensor::randn({4, 1, 28, 28}, 21);
-    m.zero_grad();
-    m.forward(x);
-    m.backward(Tensor::ones({4, 10}));
-    std::map<std::string, std::vector<float>> out;
-    for (const auto& [name, p] : m.named_parameters()) out[name] = p->grad.to_vector<float>();
-    return out;
-  };
+  const Tensor x = Tensor::randn({4, 1, 28, 28}, 21);
   train::Architecture arch = train::Architecture::cnn({4, 6}, {16});
   arch.dropout = 0;
   Generator g1(5), g2(5);
   auto single = train::make_model(arch, Device::cpu(), g1);
   auto model = train::make_model(arch, Device::cpu(), g2);
-  const auto expected = gradients(*single);
+  const auto expected = gradients_after_step(*single, x);
   MirrorComm comm;
   train::GradientReducer reducer(comm, *model, 256);
   CHECK(reducer.stats().buckets > 4);
-  gradients(*model);
+  gradients_after_step(*model, x);
   reducer.finish();
   for (const auto& [name, p] : model->named_parameters()) {
     INFO(name);

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
+
+#include "train/dataset.h"
 
 namespace ember::test {
 
@@ -29,5 +33,19 @@ inline EmberRun run_command(const std::string& command) {
 }
 
 inline EmberRun run_ember(const std::string& args) { return run_command(std::string(EMBER_BINARY) + " " + args); }
+
+// Whether Debian's dataset-fashion-mnist (or $EMBER_FASHION_MNIST_DIR) is there for a training run.
+inline bool have_dataset() {
+  return std::filesystem::exists(std::filesystem::path(train::default_fashion_mnist_dir()) /
+                                 "train-images-idx3-ubyte.gz");
+}
+
+// An empty directory under the temporary directory, unique to `name` and this process.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  std::filesystem::path d = std::filesystem::temp_directory_path() / ("ember-test-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
 
 }  // namespace ember::test
