@@ -264,6 +264,13 @@ void DataLoader::Impl::gather_packed(int64_t batch, uint8_t* dst) const {
   }
 }
 
+namespace {
+constexpr int64_t kPrefetchRows = 4;
+void prefetch_row(const uint8_t* row, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
+}
+}  // namespace
+
 void DataLoader::Impl::gather_to_host(int64_t batch, float* x, int64_t* y) const {
   const uint8_t* images = data.images.data<uint8_t>();
   const int64_t* labels = data.labels.data<int64_t>();
@@ -272,6 +279,9 @@ void DataLoader::Impl::gather_to_host(int64_t batch, float* x, int64_t* y) const
   const int64_t grain = std::max<int64_t>(1, kernels::cpu::kElementwiseGrain / std::max<int64_t>(1, d));
   kernels::cpu::parallel_chunks(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
+      // Rows sit at random places in a 47 MB array: ask for a later row's lines while this one converts,
+      // or every row waits on memory (the loop took 6% of a batch-512 step without this).
+      if (i + kPrefetchRows < end) prefetch_row(images + order[first + i + kPrefetchRows] * d, d);
       const int64_t s = order[first + i];
       const uint8_t* src = images + s * d;
       float* row = x + i * d;
