@@ -48,9 +48,11 @@ void parallel_for(int64_t tasks, F&& fn) {
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
-// Elements per task of a streaming loop (fill, add, relu, optimizer updates): 32768 floats take a few
-// microseconds, several times what a region costs, so smaller inputs run as one task on the caller.
-inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
+// Elements per task of a streaming loop (fill, add, relu, optimizer updates): 8192 floats take 1-4 us, a few
+// times what a region costs while the workers poll (about 1 us). At 32768 the MLP's ReLU backward and its
+// second layer's SGD update (128x256 and 256x128 elements) ran as one task on the caller: an eighth of a
+// batch-128 step was serial. Smaller inputs still run as one task on the caller.
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 13;
 
 // The number of chunks parallel_chunks cuts n elements into: ceil(n / grain), a function of the sizes only.
 inline int64_t chunk_count(int64_t n, int64_t grain) { return n <= 0 ? 0 : (n + grain - 1) / grain; }
