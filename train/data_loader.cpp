@@ -33,6 +33,12 @@ constexpr int kRing = 3;
 // bitwise identical.
 constexpr float kInv255 = static_cast<float>(1.0 / 255.0);
 
+// How far ahead the host gather asks for rows (see gather_to_host), and the request for one row's cache lines.
+constexpr int64_t kPrefetchRows = 4;
+void prefetch_row(const uint8_t* row, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
+}
+
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -263,13 +269,6 @@ void DataLoader::Impl::gather_packed(int64_t batch, uint8_t* dst) const {
     label_dst[i] = static_cast<uint8_t>(labels[s]);
   }
 }
-
-namespace {
-constexpr int64_t kPrefetchRows = 4;
-void prefetch_row(const uint8_t* row, int64_t bytes) {
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
-}
-}  // namespace
 
 void DataLoader::Impl::gather_to_host(int64_t batch, float* x, int64_t* y) const {
   const uint8_t* images = data.images.data<uint8_t>();
