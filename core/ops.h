@@ -45,6 +45,11 @@ void matmul_(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool t
 // y = x W^T + b, with ReLU fused into the GEMM epilogue when `relu`. x (B, in), weight (out, in),
 // bias (out) or an undefined Tensor for none.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu = false);
+// A Linear layer's GEMMs of backward: grad_weight += grad_out^T x in place (grad_weight (out, in), contiguous) and,
+// when input_grad, returns grad_out @ weight (B, in), else an undefined Tensor. Bit for bit what matmul_ then
+// matmul give; on the CPU both run in one pool region, so the threads wait once for the slower instead of twice.
+Tensor linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor& grad_weight,
+                       bool input_grad);
 
 // ---- reductions -------------------------------------------------------------------------------------
 Tensor sum(const Tensor& x);   // 0-d tensor

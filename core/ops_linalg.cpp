@@ -60,6 +60,19 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool tran
   });
 }
 
+// The CPU's two GEMMs of linear_backward in one region: dW += dy^T x and, when dx is defined, dx = dy W.
+void linear_backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dw, Tensor& dx) {
+  visit_floating(dw.dtype(), "linear_backward", [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t batch = dy.size(0), out = dy.size(1), in = x.size(1);
+    const k::cpu::GemmCall<T> calls[2] = {
+        {true, false, out, in, batch, T(1), dy.data<T>(), out, x.data<T>(), in, T(1), dw.data<T>(), in},
+        {false, false, batch, in, out, T(1), dy.data<T>(), out, w.data<T>(), in, T(0),
+         dx.defined() ? dx.data<T>() : nullptr, in}};
+    k::cpu::gemm_group<T>(calls, dx.defined() ? 2 : 1);
+  });
+}
+
 }  // namespace
 
 void set_gemm_backend(GemmBackend backend) { g_backend.store(backend); }
@@ -89,6 +102,37 @@ void matmul_(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool t
               "], but got ", shape_str(out.shape()));
   EMBER_CHECK(out.is_contiguous(), ValueError, "matmul_(): out must be contiguous to be written in place");
   gemm(a.contiguous(), b.contiguous(), out, trans_a, trans_b, s, alpha, beta, Tensor(), k::Epilogue::None);
+}
+
+Tensor linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor& grad_weight,
+                       bool input_grad) {
+  const char* op = "linear_backward";
+  check_defined(op, {"grad_out", grad_out});
+  check_defined(op, {"input", x});
+  check_defined(op, {"weight", weight});
+  check_defined(op, {"grad_weight", grad_weight});
+  const std::initializer_list<NamedTensor> all = {
+      {"grad_out", grad_out}, {"input", x}, {"weight", weight}, {"grad_weight", grad_weight}};
+  check_same_device(op, all);
+  check_same_dtype(op, all);
+  check_floating(op, {"grad_out", grad_out});
+  const GemmShape dw = gemm_shape(op, grad_out, x, true, false);  // (out, B) @ (B, in)
+  const GemmShape dx = gemm_shape(op, grad_out, weight, false, false);  // (B, out) @ (out, in)
+  EMBER_CHECK(dx.N == dw.N, ShapeError, "linear_backward() expects weight [", dw.M, ", ", dw.N,
+              "] = [out, in] for input ", shape_str(x.shape()), ", but got weight ", shape_str(weight.shape()));
+  EMBER_CHECK(grad_weight.shape() == weight.shape(), ShapeError, "linear_backward() expects grad_weight of shape ",
+              shape_str(weight.shape()), " like the weight, but got ", shape_str(grad_weight.shape()));
+  EMBER_CHECK(grad_weight.is_contiguous(), ValueError,
+              "linear_backward(): grad_weight must be contiguous to be accumulated in place");
+  Tensor dy = grad_out.contiguous(), xc = x.contiguous(), wc = weight.contiguous();
+  Tensor grad_in = input_grad ? Tensor::empty({dx.M, dx.N}, x.dtype(), x.device()) : Tensor();
+  if (grad_weight.device().is_cpu()) {
+    linear_backward_cpu(dy, xc, wc, grad_weight, grad_in);
+  } else {
+    gemm(dy, xc, grad_weight, true, false, dw, 1, 1, Tensor(), k::Epilogue::None);
+    if (input_grad) gemm(dy, wc, grad_in, false, false, dx, 1, 0, Tensor(), k::Epilogue::None);
+  }
+  return grad_in;
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {

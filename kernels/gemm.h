@@ -36,6 +36,27 @@ inline constexpr int64_t kGemmMaxTiles = 2;       // each extra cut costs 4-12% 
 inline constexpr int64_t kGemmTileAlign = 16;     // tile edges: a multiple of the AVX-512 micro-kernel's width
 GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K);
 
+// One GEMM's arguments, as gemm takes them.
+template <typename T>
+struct GemmCall {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  T alpha;
+  const T *A;
+  int64_t lda;
+  const T *B;
+  int64_t ldb;
+  T beta;
+  T *C;
+  int64_t ldc;
+  const T *bias = nullptr;
+  Epilogue epilogue = Epilogue::None;
+};
+// Independent GEMMs (no call's C overlaps another call's A, B or C) in one pool region: each call keeps the
+// tiles gemm would cut it into, so every C gets exactly gemm's bits, and the threads claim the tiles of all
+// calls together. A layer's dW and dX this way cost one wait for the slower thread instead of two.
+template <typename T> void gemm_group(const GemmCall<T> *calls, int count);
+
 // A plain triple loop with a double accumulator: the reference the tests compare against.
 template <typename T> void gemm_reference(EMBER_GEMM_ARGS);
 }  // namespace cpu

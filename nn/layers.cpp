@@ -41,11 +41,10 @@ Tensor Linear::forward_relu(const Tensor& x) {
 Tensor Linear::backward(const Tensor& grad_out) {
   check_forward_ran(input_.defined());
   check_input(grad_out, out_);
-  // dW += dy^T x ; db += sum over the batch of dy ; dx = dy W
-  ops::matmul_(weight_->grad, grad_out, input_, /*trans_a=*/true, /*trans_b=*/false, 1, 1);
+  // dW += dy^T x ; dx = dy W, unless the input is the model's data (dx would be thrown away) ; db += sum of dy
+  Tensor grad_in = ops::linear_backward(grad_out, input_, weight_->value, weight_->grad, input_grad());
   if (bias_) ops::sum_rows_(bias_->grad, grad_out, 1);
-  if (!input_grad()) return Tensor();  // the model's input is data: dx = dy W would be thrown away
-  return ops::matmul(grad_out, weight_->value);
+  return grad_in;
 }
 
 // ---- ReLU, Flatten, Dropout -----------------------------------------------------------------------

@@ -93,34 +93,66 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   return {split_rows, (side + step - 1) / step, step};
 }
 
+namespace {
+
+// Tile t of call c: C[begin:end, :] (split_rows) or C[:, begin:end], op(A) or op(B) narrowed to match.
+template <typename T>
+void run_tile(const GemmCall<T> &c, const GemmTiles &tiles, int64_t t) {
+  const int64_t begin = t * tiles.step, end = std::min(tiles.split_rows ? c.M : c.N, begin + tiles.step);
+  const int64_t m = tiles.split_rows ? end - begin : c.M, n = tiles.split_rows ? c.N : end - begin;
+  const T *a = tiles.split_rows ? c.A + (c.trans_a ? begin : begin * c.lda) : c.A;
+  const T *b = tiles.split_rows ? c.B : c.B + (c.trans_b ? begin * c.ldb : begin);
+  T *out = c.C + (tiles.split_rows ? begin * c.ldc : begin);
+  if (c.K == 0 || c.alpha == T(0)) {
+    // BLAS would do the same, but K == 0 also lets callers pass lda/ldb that BLAS's own checks reject.
+    scale_c(m, n, c.beta, out, c.ldc);
+  } else {
+    blas_gemm(c.trans_a ? CblasTrans : CblasNoTrans, c.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(c.K), c.alpha, a, static_cast<int>(c.lda), b,
+              static_cast<int>(c.ldb), c.beta, out, static_cast<int>(c.ldc));
+  }
+  if (c.epilogue != Epilogue::None)
+    bias_epilogue(m, n, out, c.ldc, c.bias + (tiles.split_rows ? 0 : begin), c.epilogue == Epilogue::BiasRelu);
+}
+
+// The checks gemm makes, then the call's tiles (none when C is empty).
+template <typename T>
+GemmTiles checked_tiles(const GemmCall<T> &c) {
+  detail::check_gemm_args("cpu::gemm", c.trans_a, c.trans_b, c.M, c.N, c.K, c.A, c.lda, c.B, c.ldb, c.C, c.ldc,
+                          c.bias, c.epilogue);
+  if (c.M == 0 || c.N == 0) return {false, 0, 1};
+  const int64_t largest = std::max({c.M, c.N, c.K, c.lda, c.ldb, c.ldc});
+  EMBER_CHECK(largest <= INT_MAX, ValueError, "cpu::gemm: OpenBLAS takes 32-bit sizes, got a size or ld of ", largest);
+  return gemm_tiles(c.M, c.N, c.K);
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_group(const GemmCall<T> *calls, int count) {
+  constexpr int kMaxCalls = 4;
+  EMBER_CHECK(count >= 0 && count <= kMaxCalls, ValueError, "cpu::gemm_group: ", count, " calls, at most ",
+              kMaxCalls);
+  GemmTiles tiles[kMaxCalls];
+  int64_t first[kMaxCalls + 1] = {0};  // call i owns tasks [first[i], first[i + 1])
+  for (int i = 0; i < count; ++i) {
+    tiles[i] = checked_tiles(calls[i]);
+    first[i + 1] = first[i] + tiles[i].count;
+  }
+  // The pool's tiles are the parallelism; OpenBLAS threads inside them would only fight over the cores.
+  if (first[count] > 0 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  parallel_for(first[count], [&](int64_t task) {
+    int i = 0;
+    while (task >= first[i + 1]) ++i;
+    run_tile(calls[i], tiles[i], task - first[i]);
+  });
+}
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,
           int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue) {
-  detail::check_gemm_args("cpu::gemm", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, bias, epilogue);
-  if (M == 0 || N == 0) return;
-  const int64_t largest = std::max({M, N, K, lda, ldb, ldc});
-  EMBER_CHECK(largest <= INT_MAX, ValueError, "cpu::gemm: OpenBLAS takes 32-bit sizes, got a size or ld of ", largest);
-  // The pool's tiles are the parallelism; OpenBLAS threads inside them would only fight over the cores.
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-  const GemmTiles tiles = gemm_tiles(M, N, K);
-  parallel_for(tiles.count, [&](int64_t t) {
-    const int64_t begin = t * tiles.step, end = std::min(tiles.split_rows ? M : N, begin + tiles.step);
-    // The tile is C[begin:end, :] (split_rows) or C[:, begin:end]; op(A) or op(B) narrows to match.
-    const int64_t m = tiles.split_rows ? end - begin : M, n = tiles.split_rows ? N : end - begin;
-    const T *a = tiles.split_rows ? A + (trans_a ? begin : begin * lda) : A;
-    const T *b = tiles.split_rows ? B : B + (trans_b ? begin * ldb : begin);
-    T *c = C + (tiles.split_rows ? begin * ldc : begin);
-    if (K == 0 || alpha == T(0)) {
-      // BLAS would do the same, but K == 0 also lets callers pass lda/ldb that BLAS's own checks reject.
-      scale_c(m, n, beta, c, ldc);
-    } else {
-      blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(K), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-                beta, c, static_cast<int>(ldc));
-    }
-    if (epilogue != Epilogue::None)
-      bias_epilogue(m, n, c, ldc, bias + (tiles.split_rows ? 0 : begin), epilogue == Epilogue::BiasRelu);
-  });
+  const GemmCall<T> call{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epilogue};
+  gemm_group(&call, 1);
 }
 
 template <typename T>
@@ -150,6 +182,7 @@ void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 #define EMBER_INSTANTIATE_GEMM(T)                                                                                  \
   template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *, int64_t, T, T *,   \
                         int64_t, const T *, Epilogue);                                                              \
+  template void gemm_group<T>(const GemmCall<T> *, int);                                                           \
   template void gemm_reference<T>(bool, bool, int64_t, int64_t, int64_t, T, const T *, int64_t, const T *, int64_t, \
                                   T, T *, int64_t, const T *, Epilogue);
 EMBER_INSTANTIATE_GEMM(float)

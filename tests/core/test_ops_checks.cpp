@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/ops.h"
+#include "support/data.h"
 
 using namespace ember;
 
@@ -72,4 +73,24 @@ TEST_CASE("Elementwise ops compute the right values on the host", "[core]") {
   CHECK(acc.to_vector<float>() == std::vector<float>{2, 3, 4, 5});
   // Strided inputs are read in logical order.
   CHECK((a.t() + b).to_vector<float>() == std::vector<float>{11, 23, 28, 36});
+}
+
+TEST_CASE("linear_backward gives matmul_ then matmul's bits, and no input gradient when not asked", "[core]") {
+  const int64_t batch = 128, out = 256, in = 100;
+  const auto values = [](int64_t n, unsigned seed) { return ember::test::random_values<float>(n, seed, -1, 1); };
+  const Tensor dy = Tensor::from_vector(values(batch * out, 1), {batch, out});
+  const Tensor x = Tensor::from_vector(values(batch * in, 2), {batch, in});
+  const Tensor w = Tensor::from_vector(values(out * in, 3), {out, in});
+  const std::vector<float> gw0 = values(out * in, 4);
+  Tensor gw_apart = Tensor::from_vector(gw0, {out, in}), gw = Tensor::from_vector(gw0, {out, in});
+  ops::matmul_(gw_apart, dy, x, true, false, 1, 1);
+  const Tensor dx_apart = ops::matmul(dy, w);
+  const Tensor dx = ops::linear_backward(dy, x, w, gw, true);
+  CHECK(gw.to_vector<float>() == gw_apart.to_vector<float>());
+  REQUIRE(dx.shape() == Shape({batch, in}));
+  CHECK(dx.to_vector<float>() == dx_apart.to_vector<float>());
+  CHECK_FALSE(ops::linear_backward(dy, x, w, gw, false).defined());
+  Tensor gw_wrong = cpu_f32({in, out});
+  CHECK_THROWS_WITH(ops::linear_backward(dy, x, w, gw_wrong, true),
+                    Catch::Contains("expects grad_weight of shape [256, 100] like the weight"));
 }

@@ -297,3 +297,39 @@ TEST_CASE("cuda gemms without a GPU: CudaError, and the same argument checks", "
                     ember::CudaError);
 }
 #endif
+
+TEMPLATE_TEST_CASE("gemm_group gives every call exactly gemm's bits, at 1, 2 and 3 threads", "[kernels]", float,
+                   double) {
+  using T = TestType;
+  // A Linear layer's backward at batch 128 (dW += dy^T x, dx = dy W), plus a third call whose tiles end off the
+  // alignment: three calls of two tiles each, claimed together.
+  const int64_t B = 128, out = 256, in = 130;
+  const auto dy = ember::test::random_values<T>(B * out, 21, -1, 1);
+  const auto x = ember::test::random_values<T>(B * in, 22, -1, 1);
+  const auto w = ember::test::random_values<T>(out * in, 23, -1, 1);
+  const auto dw0 = ember::test::random_values<T>(out * in, 24, -1, 1);
+  std::vector<T> dw_alone = dw0, dx_alone(B * in), y_alone(B * out);
+  cpu::gemm<T>(true, false, out, in, B, T(1), dy.data(), out, x.data(), in, T(1), dw_alone.data(), in, nullptr,
+               Epilogue::None);
+  cpu::gemm<T>(false, false, B, in, out, T(1), dy.data(), out, w.data(), in, T(0), dx_alone.data(), in, nullptr,
+               Epilogue::None);
+  cpu::gemm<T>(false, true, B, out, in, T(1), x.data(), in, w.data(), in, T(0), y_alone.data(), out, nullptr,
+               Epilogue::None);
+  for (int threads : {1, 2, 3}) {
+    ember::test::ThreadsScope scope(threads);
+    std::vector<T> dw = dw0, dx(B * in), y(B * out);
+    const cpu::GemmCall<T> calls[3] = {
+        {true, false, out, in, B, T(1), dy.data(), out, x.data(), in, T(1), dw.data(), in},
+        {false, false, B, in, out, T(1), dy.data(), out, w.data(), in, T(0), dx.data(), in},
+        {false, true, B, out, in, T(1), x.data(), in, w.data(), in, T(0), y.data(), out}};
+    cpu::gemm_group<T>(calls, 3);
+    INFO("threads=" << threads);
+    CHECK(dw == dw_alone);
+    CHECK(dx == dx_alone);
+    CHECK(y == y_alone);
+  }
+  const cpu::GemmCall<T> bad{false, false, 2, 2, 2, T(1), nullptr, 2, nullptr, 2, T(0), nullptr, 1};
+  CHECK_THROWS_WITH(cpu::gemm_group<T>(&bad, 1), Catch::Contains("ldc=1 is smaller than a row of C"));
+  std::vector<cpu::GemmCall<T>> five(5, bad);
+  CHECK_THROWS_WITH(cpu::gemm_group<T>(five.data(), 5), Catch::Contains("at most 4"));
+}
