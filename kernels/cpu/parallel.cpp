@@ -2,6 +2,9 @@
 #include "kernels/cpu/parallel.h"
 
 #include <sched.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -30,6 +33,21 @@ constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
 
 // Set on pool workers, and on a caller while its region runs: a region opened there runs inline.
 thread_local bool t_in_region = false;
+
+// The floating-point mode bits a region's tasks inherit from its caller: MXCSR's flush-to-zero and
+// denormals-are-zero on x86, nothing elsewhere.
+#if defined(__x86_64__) || defined(__i386__)
+constexpr unsigned kDenormalBits = 0x8040;  // FTZ (bit 15) | DAZ (bit 6)
+unsigned fp_mode() { return _mm_getcsr() & kDenormalBits; }
+void set_fp_mode(unsigned mode) {
+  const unsigned csr = _mm_getcsr();
+  if ((csr & kDenormalBits) != mode) _mm_setcsr((csr & ~kDenormalBits) | mode);
+}
+#else
+constexpr unsigned kDenormalBits = 0;
+unsigned fp_mode() { return 0; }
+void set_fp_mode(unsigned) {}
+#endif
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -130,6 +148,7 @@ class Pool {
   void publish(int64_t tasks, parallel_detail::TaskFn call, void* context) {
     call_ = call;
     context_ = context;
+    fp_mode_ = fp_mode();
     tasks_ = tasks;
     next_.store(0, std::memory_order_relaxed);
     remaining_.store(tasks, std::memory_order_relaxed);
@@ -177,6 +196,7 @@ class Pool {
       if (!state_.compare_exchange_weak(word, word + 1, std::memory_order_acquire, std::memory_order_relaxed))
         continue;  // the job closed or another worker entered first: look again
       seen = epoch_of(word);
+      set_fp_mode(fp_mode_);
       work();
       state_.fetch_sub(1, std::memory_order_release);
     }
@@ -205,6 +225,7 @@ class Pool {
   // The current job, written by the caller only while the job is closed.
   parallel_detail::TaskFn call_ = nullptr;
   void* context_ = nullptr;
+  unsigned fp_mode_ = 0;  // the caller's floating-point mode, which the workers take on for the job
   int64_t tasks_ = 0;
   uint32_t epoch_ = 0;
   std::atomic<uint64_t> state_{0};
@@ -238,6 +259,9 @@ void set_num_threads(int threads) {
               "set_num_threads() was called from inside a parallel region; set the thread count before running ops");
   Pool::instance().resize(threads == 0 ? available_cores() : threads);
 }
+
+void set_flush_denormals(bool on) { set_fp_mode(on ? kDenormalBits : 0); }
+bool flush_denormals() { return kDenormalBits != 0 && fp_mode() == kDenormalBits; }
 
 namespace parallel_detail {
 void run_tasks(int64_t tasks, TaskFn call, void* context) { Pool::instance().run(tasks, call, context); }

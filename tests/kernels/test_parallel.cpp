@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <cstdint>
 #include <set>
 #include <mutex>
@@ -128,3 +129,31 @@ TEST_CASE("set_num_threads rejects bad counts, and calls from inside a task", "[
   cpu::set_num_threads(0);
   CHECK(cpu::num_threads() == cpu::available_cores());
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+TEST_CASE("Every task runs in its caller's denormal mode, whichever thread runs it", "[kernels]") {
+  ThreadsScope scope(2);
+  cpu::parallel_for(2, [](int64_t) {});  // the workers exist before the mode changes
+  for (bool flush : {true, false, true}) {
+    cpu::set_flush_denormals(flush);
+    CHECK(cpu::flush_denormals() == flush);
+    for (int round = 0; round < 20; ++round) {
+      // Both tasks wait for each other, so one runs on a worker; each halves the smallest normal float.
+      std::atomic<int> started{0};
+      std::atomic<int> flushed{0};
+      cpu::parallel_for(2, [&](int64_t) {
+        started.fetch_add(1);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+        }
+        volatile float smallest = std::numeric_limits<float>::min();
+        const float half = smallest * 0.5f;  // a denormal, or 0 when flushed
+        if (half == 0.0f) flushed.fetch_add(1);
+      });
+      REQUIRE(started.load() == 2);
+      CHECK(flushed.load() == (flush ? 2 : 0));
+    }
+  }
+  cpu::set_flush_denormals(false);
+}
+#endif
