@@ -120,7 +120,7 @@ class Pool {
     if (!lock.owns_lock()) return run_inline(tasks, call, context);  // another thread's region is running
     RegionScope scope;
     publish(tasks, call, context);
-    work();
+    work(0);
     poll_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }, kSpinBeforeYield,
                [] { std::this_thread::yield(); });
     close();
@@ -132,7 +132,8 @@ class Pool {
     stopping_.store(false);
     threads_.store(threads, std::memory_order_relaxed);
     const uint32_t epoch = epoch_;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, epoch] { worker_loop(epoch); });
+    shares_ = std::vector<Share>(threads);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, epoch, i] { worker_loop(i, epoch); });
   }
 
   void stop() {
@@ -149,8 +150,11 @@ class Pool {
     call_ = call;
     context_ = context;
     fp_mode_ = fp_mode();
-    tasks_ = tasks;
-    next_.store(0, std::memory_order_relaxed);
+    const int n = threads();
+    for (int p = 0; p < n; ++p) {
+      shares_[p].next.store(tasks * p / n, std::memory_order_relaxed);
+      shares_[p].end = tasks * (p + 1) / n;
+    }
     remaining_.store(tasks, std::memory_order_relaxed);
     failed_.store(false, std::memory_order_relaxed);
     state_.store(job_word(++epoch_, true), std::memory_order_seq_cst);
@@ -170,25 +174,30 @@ class Pool {
     }
   }
 
-  // Claims tasks until none is left; a failed job's remaining tasks are counted but not run.
-  void work() {
-    for (;;) {
-      const int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
-      if (t >= tasks_) return;
-      if (!failed_.load(std::memory_order_relaxed)) {
-        try {
-          call_(context_, t);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(error_mutex_);
-          if (!error_) error_ = std::current_exception();
-          failed_.store(true, std::memory_order_relaxed);
-        }
-      }
-      remaining_.fetch_sub(1, std::memory_order_acq_rel);
+  // Claims tasks until none is left: first from thread `self`'s own share, then from the others' in turn. A
+  // failed job's remaining tasks are counted but not run.
+  void work(int self) {
+    const int n = threads();
+    for (int i = 0; i < n; ++i) {
+      Share& share = shares_[(self + i) % n];
+      for (int64_t t; (t = share.next.fetch_add(1, std::memory_order_relaxed)) < share.end;) run_task(t);
     }
   }
 
-  void worker_loop(uint32_t seen) {
+  void run_task(int64_t t) {
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        call_(context_, t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
+    remaining_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void worker_loop(int self, uint32_t seen) {
     t_in_region = true;
     for (;;) {
       uint64_t word = wait_for_job(seen);
@@ -197,7 +206,7 @@ class Pool {
         continue;  // the job closed or another worker entered first: look again
       seen = epoch_of(word);
       set_fp_mode(fp_mode_);
-      work();
+      work(self);
       state_.fetch_sub(1, std::memory_order_release);
     }
   }
@@ -226,10 +235,16 @@ class Pool {
   parallel_detail::TaskFn call_ = nullptr;
   void* context_ = nullptr;
   unsigned fp_mode_ = 0;  // the caller's floating-point mode, which the workers take on for the job
-  int64_t tasks_ = 0;
   uint32_t epoch_ = 0;
   std::atomic<uint64_t> state_{0};
-  std::atomic<int64_t> next_{0};       // the next task to claim
+  // Thread p's share of a job: tasks [tasks * p / n, tasks * (p + 1) / n), claimed from `next` by p first,
+  // then by any thread that has finished its own. One cache line each, so claims on different shares never
+  // contend.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::vector<Share> shares_;
   std::atomic<int64_t> remaining_{0};  // tasks not yet finished
   std::atomic<bool> failed_{false};
   std::mutex error_mutex_;

@@ -3,8 +3,14 @@
 // Why results never depend on the thread count: a kernel decides how to cut its work into tasks from its
 // sizes only (never from num_threads()), each task writes outputs no other task writes, and a task's
 // arithmetic is the same whichever thread runs it. The threads only decide who runs which task, so
-// `--threads 1` and `--threads 2` give the same bits. Tasks are claimed one by one from a shared counter,
-// so a thread that the OS has paused (a busy machine) holds up at most the task it is running.
+// `--threads 1` and `--threads 2` give the same bits.
+//
+// Who runs which task: with n threads, thread p (the caller is 0) owns the p-th of n contiguous shares of a
+// region's tasks and claims them one by one, then claims what is left of the others'. So when the threads keep
+// pace, consecutive ops over the same tensor give each thread the same part of it, and that part stays in its
+// core's cache: a training step's optimizer update, guard scan and zero_grad touch a parameter's bytes right
+// after the backward GEMM wrote them. A thread that the OS has paused (a busy machine) holds up at most the task
+// it is running; the others take over the rest of its share.
 //
 // Usage, a kernel over n elements in chunks of a fixed grain:
 //   parallel_chunks(n, 16384, [&](int64_t begin, int64_t end) { for (i = begin; i < end; ++i) ... });

@@ -157,3 +157,27 @@ TEST_CASE("Every task runs in its caller's denormal mode, whichever thread runs 
   cpu::set_flush_denormals(false);
 }
 #endif
+
+TEST_CASE("With two threads each starts on its own half of a region's tasks", "[kernels]") {
+  ThreadsScope scope(2);
+  for (int round = 0; round < 20; ++round) {
+    // Task 0 (the caller's first) holds the caller until the worker has run a task, so the worker's first task
+    // is the first of its own share, 4 of 0..7, not the next one in line (1).
+    std::mutex mutex;
+    std::vector<int64_t> worker_order;
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> worker_ran{0};
+    cpu::parallel_for(8, [&](int64_t task) {
+      if (std::this_thread::get_id() != caller) {
+        std::lock_guard<std::mutex> lock(mutex);
+        worker_order.push_back(task);
+        worker_ran.fetch_add(1);
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (task == 0 && worker_ran.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+      }
+    });
+    REQUIRE(!worker_order.empty());
+    CHECK(worker_order.front() == 4);
+  }
+}
