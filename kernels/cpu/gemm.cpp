@@ -81,15 +81,21 @@ void bias_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, const T *bias, bool 
 }  // namespace
 
 GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
-  // Cutting C's rows repeats the packing of op(B) (K x N) in every tile, cutting its columns that of
-  // op(A) (M x K): cut the longer side, so the operand packed again is the smaller one.
-  const bool split_rows = M > N;
+  // What a cut costs beyond the product, in elements moved: a row cut makes every tile pack all of op(B) (K x N);
+  // a column cut packs op(A) (M x K) in every tile, and also leaves C's storage split the other way from the
+  // elementwise passes that read it next (they cut flat ranges, i.e. rows): with a weight gradient, the guard's
+  // scan and the optimizer's update then find half of C in the other core's cache. At batch 32 the MLP's dW1
+  // (256 x 784, K = 32) cut by rows trains 8-10% faster on two threads than cut by columns (measured 2026-12-04).
+  const double row_cost = double(K) * double(N);
+  const double column_cost = double(M) * double(K) + double(M) * double(N) / 2;
+  const auto units = [](int64_t side) { return (side + kGemmTileAlign - 1) / kGemmTileAlign; };
+  bool split_rows = row_cost < column_cost;
+  if (units(split_rows ? M : N) < 2 && units(split_rows ? N : M) >= 2) split_rows = !split_rows;  // room for 2
   const int64_t side = split_rows ? M : N;
   const double flops = 2.0 * double(M) * double(N) * double(K);
   const int64_t wanted = std::clamp<int64_t>(static_cast<int64_t>(flops / kGemmMinTileFlops), 1, kGemmMaxTiles);
   // Tile edges on multiples of kGemmTileAlign keep OpenBLAS's micro-kernels on full panels.
-  const int64_t units = (side + kGemmTileAlign - 1) / kGemmTileAlign;
-  const int64_t step = (units + wanted - 1) / wanted * kGemmTileAlign;
+  const int64_t step = (units(side) + wanted - 1) / wanted * kGemmTileAlign;
   return {split_rows, (side + step - 1) / step, step};
 }
 

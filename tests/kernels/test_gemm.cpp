@@ -1,6 +1,7 @@
 // cpu::gemm (OpenBLAS + epilogue) against hand-computed values and the double-accumulator reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -124,24 +125,40 @@ TEMPLATE_TEST_CASE("cpu gemm: the MLP's shapes", "[kernels]", float, double) {
   check_against_reference<TestType>({false, false, 128, 256, 10});                            // dx = dy W2
 }
 
-TEST_CASE("gemm_tiles cuts the longer side of C into at most kGemmMaxTiles aligned tiles, by size alone", "[kernels]") {
+TEST_CASE("gemm_tiles cuts C into at most kGemmMaxTiles aligned tiles, by size alone", "[kernels]") {
   for (int64_t M : {1, 16, 17, 128, 130, 256, 1000})
     for (int64_t N : {1, 10, 128, 256, 784})
       for (int64_t K : {1, 10, 128, 784}) {
         const cpu::GemmTiles t = cpu::gemm_tiles(M, N, K);
         const int64_t side = t.split_rows ? M : N;
         INFO("M=" << M << " N=" << N << " K=" << K << " -> " << t.count << " tiles of " << t.step);
-        CHECK(t.split_rows == (M > N));
         CHECK(t.count >= 1);
         CHECK(t.count <= cpu::kGemmMaxTiles);
         CHECK(t.step % cpu::kGemmTileAlign == 0);
         CHECK(t.count * t.step >= side);           // every row or column in a tile
         CHECK((t.count - 1) * t.step < side);      // and no empty tile
         if (2.0 * double(M) * double(N) * double(K) < 2 * cpu::kGemmMinTileFlops) CHECK(t.count == 1);
+        if (2.0 * double(M) * double(N) * double(K) >= 2 * cpu::kGemmMinTileFlops && std::max(M, N) > 16)
+          CHECK(t.count == 2);  // a big product is cut if either side has room for two tiles
       }
-  // The MLP's first layer at batch 128: two tiles of 128 of W1's 256 output columns.
-  const cpu::GemmTiles mlp = cpu::gemm_tiles(128, 256, 784);
-  CHECK((!mlp.split_rows && mlp.count == 2 && mlp.step == 128));
+}
+
+TEST_CASE("gemm_tiles cuts the side whose tiles re-read less, and weight gradients by rows", "[kernels]") {
+  struct Case {
+    int64_t M, N, K;
+    bool rows;
+    const char *what;
+  };
+  for (const Case &c : {Case{128, 256, 784, false, "y1 = x W1^T at batch 128: W1's rows, packed once each"},
+                        Case{512, 256, 784, true, "y1 at batch 512: x is the larger operand"},
+                        Case{256, 784, 32, true, "dW1 += dy^T x at batch 32: rows, as the optimizer reads dW1"},
+                        Case{256, 784, 512, false, "dW1 at batch 512: re-packing x (512 x 784) would cost more"},
+                        Case{16, 100000, 4, false, "rows preferred but only 16 of them: columns"}}) {
+    INFO(c.what);
+    const cpu::GemmTiles t = cpu::gemm_tiles(c.M, c.N, c.K);
+    CHECK(t.split_rows == c.rows);
+    CHECK(t.count == 2);
+  }
 }
 
 TEMPLATE_TEST_CASE("cpu gemm: tiled products (rows or columns cut) match the reference at 1 and 2 threads", "[kernels]",
