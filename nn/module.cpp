@@ -76,8 +76,21 @@ std::vector<std::pair<std::string, ParameterPtr>> Module::named_parameters() con
 
 std::vector<ParameterPtr> Module::parameters() const {
   std::vector<ParameterPtr> out;
-  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  collect_parameters(out);
   return out;
+}
+
+// Without the names: a layer's forward and backward check their input against the parameters every step.
+void Module::collect_parameters(std::vector<ParameterPtr>& out) const {
+  for (const auto& [name, p] : parameters_) out.push_back(p);
+  for (const auto& [name, child] : children_) child->collect_parameters(out);
+}
+
+const Parameter* Module::first_parameter() const {
+  if (!parameters_.empty()) return parameters_.front().second.get();
+  for (const auto& [name, child] : children_)
+    if (const Parameter* p = child->first_parameter()) return p;
+  return nullptr;
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
@@ -166,19 +179,20 @@ Module& Module::to(DType dtype) {
 }
 
 Device Module::device() const {
-  auto params = parameters();
-  return params.empty() ? Device::cpu() : params.front()->value.device();
+  const Parameter* first = first_parameter();
+  return first == nullptr ? Device::cpu() : first->value.device();
 }
 
 DType Module::dtype() const {
-  auto params = parameters();
-  return params.empty() ? DType::F32 : params.front()->value.dtype();
+  const Parameter* first = first_parameter();
+  return first == nullptr ? DType::F32 : first->value.dtype();
 }
 
 void Module::check_input(const Tensor& x, int64_t features) const {
   EMBER_CHECK(x.defined(), ValueError, path_, " (", type_name(), ") got an undefined input tensor");
-  Device mine = device();
-  if (!parameters().empty() && x.device() != mine) {
+  const Parameter* first = first_parameter();
+  const Device mine = device();
+  if (first != nullptr && x.device() != mine) {
     throw DeviceMismatchError(ember::detail::concat(
         "Expected all tensors to be on the same device, but ", path_, " (", type_name(), ") got input on ",
         x.device().str(), " and its parameters on ", mine.str(), ". Move the input with .to(", mine.str(),
@@ -188,7 +202,7 @@ void Module::check_input(const Tensor& x, int64_t features) const {
     EMBER_CHECK(x.dim() >= 1 && x.size(-1) == features, ShapeError, path_, " (", type_name(), ") expects input with ",
                 features, " features in the last dim, but got shape ", shape_str(x.shape()));
   }
-  if (!parameters().empty()) {
+  if (first != nullptr) {
     EMBER_CHECK(x.dtype() == dtype(), DTypeError, path_, " (", type_name(), ") has ", dtype_name(dtype()),
                 " parameters but got a ", dtype_name(x.dtype()), " input; convert it with .to(", dtype_name(dtype()), ")");
   }

@@ -96,6 +96,9 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect_parameters(std::vector<ParameterPtr>& out) const;
+  // The first of parameters() without building the list, or null.
+  const Parameter* first_parameter() const;
   // (name, tensor) for every parameter value and buffer of this module and below, in state_dict order.
   void collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
   void set_path(const std::string& path);
