@@ -48,8 +48,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, bool re
 // A Linear layer's GEMMs of backward: grad_weight += grad_out^T x in place (grad_weight (out, in), contiguous) and,
 // when input_grad, returns grad_out @ weight (B, in), else an undefined Tensor. Bit for bit what matmul_ then
 // matmul give; on the CPU both run in one pool region, so the threads wait once for the slower instead of twice.
+// through_relu: x is the output of a ReLU, and the returned gradient goes through it too (relu_backward(dx, x),
+// the same bits), on the CPU inside the GEMM's tiles while they are in cache.
 Tensor linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor& grad_weight,
-                       bool input_grad);
+                       bool input_grad, bool through_relu = false);
 
 // ---- reductions -------------------------------------------------------------------------------------
 Tensor sum(const Tensor& x);   // 0-d tensor

@@ -60,15 +60,18 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool tran
   });
 }
 
-// The CPU's two GEMMs of linear_backward in one region: dW += dy^T x and, when dx is defined, dx = dy W.
-void linear_backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dw, Tensor& dx) {
+// The CPU's two GEMMs of linear_backward in one region: dW += dy^T x and, when dx is defined, dx = dy W (masked by
+// x > 0 in its tiles when through_relu).
+void linear_backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dw, Tensor& dx,
+                         bool through_relu) {
   visit_floating(dw.dtype(), "linear_backward", [&](auto zero) {
     using T = decltype(zero);
     const int64_t batch = dy.size(0), out = dy.size(1), in = x.size(1);
     const k::cpu::GemmCall<T> calls[2] = {
         {true, false, out, in, batch, T(1), dy.data<T>(), out, x.data<T>(), in, T(1), dw.data<T>(), in},
         {false, false, batch, in, out, T(1), dy.data<T>(), out, w.data<T>(), in, T(0),
-         dx.defined() ? dx.data<T>() : nullptr, in}};
+         dx.defined() ? dx.data<T>() : nullptr, in, nullptr, k::Epilogue::None,
+         through_relu ? x.data<T>() : nullptr, in}};
     k::cpu::gemm_group<T>(calls, dx.defined() ? 2 : 1);
   });
 }
@@ -105,7 +108,7 @@ void matmul_(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool t
 }
 
 Tensor linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor& grad_weight,
-                       bool input_grad) {
+                       bool input_grad, bool through_relu) {
   const char* op = "linear_backward";
   check_defined(op, {"grad_out", grad_out});
   check_defined(op, {"input", x});
@@ -127,10 +130,11 @@ Tensor linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& we
   Tensor dy = grad_out.contiguous(), xc = x.contiguous(), wc = weight.contiguous();
   Tensor grad_in = input_grad ? Tensor::empty({dx.M, dx.N}, x.dtype(), x.device()) : Tensor();
   if (grad_weight.device().is_cpu()) {
-    linear_backward_cpu(dy, xc, wc, grad_weight, grad_in);
+    linear_backward_cpu(dy, xc, wc, grad_weight, grad_in, through_relu);
   } else {
     gemm(dy, xc, grad_weight, true, false, dw, 1, 1, Tensor(), k::Epilogue::None);
     if (input_grad) gemm(dy, wc, grad_in, false, false, dx, 1, 0, Tensor(), k::Epilogue::None);
+    if (input_grad && through_relu) grad_in = relu_backward(grad_in, xc);
   }
   return grad_in;
 }

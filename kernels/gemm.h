@@ -51,6 +51,10 @@ struct GemmCall {
   int64_t ldc;
   const T *bias = nullptr;
   Epilogue epilogue = Epilogue::None;
+  // When set, C[i, j] becomes 0 wherever relu_mask[i, j] (row stride ldm) is not > 0, after the epilogue: the
+  // gradient through a ReLU whose output is relu_mask, on each tile while it is in cache (relu_backward's bits).
+  const T *relu_mask = nullptr;
+  int64_t ldm = 0;
 };
 // Independent GEMMs (no call's C overlaps another call's A, B or C) in one pool region: each call keeps the
 // tiles gemm would cut it into, so every C gets exactly gemm's bits, and the threads claim the tiles of all

@@ -38,11 +38,16 @@ Tensor Linear::forward_relu(const Tensor& x) {
   return ops::linear(x, weight_->value, bias_ ? bias_->value : Tensor(), true);
 }
 
-Tensor Linear::backward(const Tensor& grad_out) {
+Tensor Linear::backward(const Tensor& grad_out) { return backward_impl(grad_out, false); }
+
+Tensor Linear::backward_through_relu(const Tensor& grad_out) { return backward_impl(grad_out, true); }
+
+Tensor Linear::backward_impl(const Tensor& grad_out, bool through_relu) {
   check_forward_ran(input_.defined());
   check_input(grad_out, out_);
   // dW += dy^T x ; dx = dy W, unless the input is the model's data (dx would be thrown away) ; db += sum of dy
-  Tensor grad_in = ops::linear_backward(grad_out, input_, weight_->value, weight_->grad, input_grad());
+  Tensor grad_in =
+      ops::linear_backward(grad_out, input_, weight_->value, weight_->grad, input_grad(), through_relu);
   if (bias_) ops::sum_rows_(bias_->grad, grad_out, 1);
   return grad_in;
 }
@@ -128,6 +133,13 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+// Whether child i - 1 is a ReLU that ran on its own or fused into a Linear (not into a BatchNorm2d, whose backward
+// applies the mask), so that child i got the ReLU's output as its input.
+bool Sequential::relu_before(size_t i) const {
+  return i >= 1 && i - 1 < relu_folded_.size() && !relu_folded_[i - 1] &&
+         dynamic_cast<const ReLU*>(children()[i - 1].second.get()) != nullptr;
+}
+
 // The first child with parameters, or size() when none has any.
 static size_t first_with_parameters(const Sequential& s) {
   for (size_t i = 0; i < s.size(); ++i)
@@ -147,7 +159,15 @@ Tensor Sequential::backward(const Tensor& grad_out) {
   if (kids.empty()) return input_grad() ? g : Tensor();
   const size_t stop = input_grad() ? 0 : std::min(first_with_parameters(*this), kids.size() - 1);
   for (size_t i = kids.size(); i-- > stop;) {
-    if (i >= relu_folded_.size() || !relu_folded_[i]) g = kids[i].second->backward(g);
+    auto* linear = dynamic_cast<Linear*>(kids[i].second.get());
+    if (linear != nullptr && i > stop && relu_before(i)) {
+      // ReLU -> Linear: the Linear's input is the ReLU's output, so its dX GEMM applies the ReLU's mask too.
+      g = linear->backward_through_relu(g);
+      if (backward_hook_) backward_hook_(i);
+      --i;
+    } else if (i >= relu_folded_.size() || !relu_folded_[i]) {
+      g = kids[i].second->backward(g);
+    }
     if (backward_hook_) backward_hook_(i);
   }
   return input_grad() ? g : Tensor();

@@ -21,6 +21,9 @@ class Linear : public Module {
   // forward with ReLU fused into the GEMM epilogue (Sequential uses it for Linear -> ReLU).
   Tensor forward_relu(const Tensor& x);
   Tensor backward(const Tensor& grad_out) override;
+  // backward when this layer's input is the output of a ReLU: also goes back through that ReLU, whose mask
+  // (input > 0) is applied inside the dX GEMM (Sequential uses it for ReLU -> Linear).
+  Tensor backward_through_relu(const Tensor& grad_out);
   std::string type_name() const override { return "Linear"; }
 
   int64_t in_features() const { return in_; }
@@ -29,6 +32,8 @@ class Linear : public Module {
   const ParameterPtr& bias() const { return bias_; }  // null without bias
 
  private:
+  Tensor backward_impl(const Tensor& grad_out, bool through_relu);
+
   int64_t in_, out_;
   ParameterPtr weight_, bias_;
   Tensor input_;  // (B, in), saved by forward for dW
@@ -108,6 +113,7 @@ class Sequential : public Module {
   // relu_folded_[i]: child i is a ReLU whose mask the previous child's backward applies (a fused
   // BatchNorm2d -> ReLU in the last forward), so backward skips it.
   std::vector<bool> relu_folded_;
+  bool relu_before(size_t i) const;
 };
 
 }  // namespace ember::nn

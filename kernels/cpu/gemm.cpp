@@ -78,6 +78,19 @@ void bias_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, const T *bias, bool 
   }
 }
 
+// relu_backward in place on a tile: zero where the ReLU's output was not positive (NaN included).
+template <typename T>
+void relu_mask_tile(int64_t M, int64_t N, T *C, int64_t ldc, const T *mask, int64_t ldm) {
+  for (int64_t i = 0; i < M; ++i) {
+    T *row = C + i * ldc;
+    const T *y = mask + i * ldm;
+    for (int64_t j = 0; j < N; ++j) {
+      const T g = row[j];
+      row[j] = y[j] > T(0) ? g : T(0);
+    }
+  }
+}
+
 }  // namespace
 
 GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
@@ -119,6 +132,8 @@ void run_tile(const GemmCall<T> &c, const GemmTiles &tiles, int64_t t) {
   }
   if (c.epilogue != Epilogue::None)
     bias_epilogue(m, n, out, c.ldc, c.bias + (tiles.split_rows ? 0 : begin), c.epilogue == Epilogue::BiasRelu);
+  if (c.relu_mask != nullptr)
+    relu_mask_tile(m, n, out, c.ldc, c.relu_mask + (tiles.split_rows ? begin * c.ldm : begin), c.ldm);
 }
 
 // The checks gemm makes, then the call's tiles (none when C is empty).
@@ -126,6 +141,8 @@ template <typename T>
 GemmTiles checked_tiles(const GemmCall<T> &c) {
   detail::check_gemm_args("cpu::gemm", c.trans_a, c.trans_b, c.M, c.N, c.K, c.A, c.lda, c.B, c.ldb, c.C, c.ldc,
                           c.bias, c.epilogue);
+  EMBER_CHECK(c.relu_mask == nullptr || c.ldm >= std::max<int64_t>(1, c.N), ValueError, "cpu::gemm: ldm=", c.ldm,
+              " is smaller than a row of C (N=", c.N, ") for the ReLU mask");
   if (c.M == 0 || c.N == 0) return {false, 0, 1};
   const int64_t largest = std::max({c.M, c.N, c.K, c.lda, c.ldb, c.ldc});
   EMBER_CHECK(largest <= INT_MAX, ValueError, "cpu::gemm: OpenBLAS takes 32-bit sizes, got a size or ld of ", largest);

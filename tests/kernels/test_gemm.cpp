@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "support/compare.h"
 #include "support/data.h"
@@ -349,4 +350,38 @@ TEMPLATE_TEST_CASE("gemm_group gives every call exactly gemm's bits, at 1, 2 and
   CHECK_THROWS_WITH(cpu::gemm_group<T>(&bad, 1), Catch::Contains("ldc=1 is smaller than a row of C"));
   std::vector<cpu::GemmCall<T>> five(5, bad);
   CHECK_THROWS_WITH(cpu::gemm_group<T>(five.data(), 5), Catch::Contains("at most 4"));
+}
+
+TEMPLATE_TEST_CASE("A GEMM call's ReLU mask gives relu_backward's bits on gemm's output, at 1, 2 and 3 threads",
+                   "[kernels]", float, double) {
+  using T = TestType;
+  // dx = dy W of a Linear whose input y came out of a ReLU: y has zeros, negatives (never from a real ReLU, but
+  // the mask must treat them as zeros), a NaN (masked off) and positives; padded rows (ldm > N) check the stride.
+  // The first shape is cut by rows, the second by columns.
+  for (const auto [B, in, out] : {std::array<int64_t, 3>{128, 160, 64}, std::array<int64_t, 3>{32, 784, 256}}) {
+    const int64_t ldm = in + 3;
+    const auto dy = ember::test::random_values<T>(B * out, 31, -1, 1);
+    const auto w = ember::test::random_values<T>(out * in, 32, -1, 1);
+    auto y = ember::test::random_values<T>(B * ldm, 33, -1, 1);
+    for (int64_t i = 0; i < B * ldm; i += 7) y[i] = T(0);
+    y[5] = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> expected(B * in);
+    cpu::gemm<T>(false, false, B, in, out, T(1), dy.data(), out, w.data(), in, T(0), expected.data(), in, nullptr,
+                 Epilogue::None);
+    for (int64_t i = 0; i < B; ++i)  // relu_backward row by row (y's rows are padded)
+      cpu::relu_backward<T>(expected.data() + i * in, y.data() + i * ldm, expected.data() + i * in, in);
+    for (int threads : {1, 2, 3}) {
+      ember::test::ThreadsScope scope(threads);
+      std::vector<T> dx(B * in, std::numeric_limits<T>::quiet_NaN());
+      const cpu::GemmCall<T> call{false, false, B, in, out, T(1), dy.data(), out, w.data(), in, T(0), dx.data(),
+                                  in, nullptr, Epilogue::None, y.data(), ldm};
+      INFO("B=" << B << " threads=" << threads << " cut by " << (cpu::gemm_tiles(B, in, out).split_rows ? "rows" : "columns"));
+      cpu::gemm_group<T>(&call, 1);
+      CHECK(dx == expected);
+    }
+  }
+  std::vector<T> c(4), m(4);
+  const cpu::GemmCall<T> bad{false, false, 2, 2, 0, T(1), nullptr, 2, nullptr, 2, T(0), c.data(), 2,
+                             nullptr, Epilogue::None, m.data(), 1};
+  CHECK_THROWS_WITH(cpu::gemm_group<T>(&bad, 1), Catch::Contains("ldm=1 is smaller than a row of C"));
 }
