@@ -197,10 +197,6 @@ TEST_CASE("Pinned host memory and non-blocking copies need a GPU", "[core]") {
 }
 
 TEST_CASE("A freed host block of a size is handed out again for that size, and factories still fill it", "[core]") {
-#if defined(__SANITIZE_ADDRESS__)
-  WARN("host blocks are not cached under AddressSanitizer: nothing to check");
-  return;
-#endif
   // An odd size no other test allocates, so the cache holds no other block of it.
   const int64_t n = 12345;
   const void* first = nullptr;
@@ -211,8 +207,12 @@ TEST_CASE("A freed host block of a size is handed out again for that size, and f
   // malloc would give this smaller block out of the one just freed; the cache keeps that one for its own size.
   Tensor smaller = Tensor::empty({n / 2});
   Tensor again = Tensor::zeros({n});
+  CHECK(again.to_vector<float>() == std::vector<float>(n, 0.f));  // a reused block is filled like a new one
+#if !defined(__SANITIZE_ADDRESS__)  // no cache under AddressSanitizer: a reused block would hide use-after-free
   CHECK(again.raw_data() == first);
-  CHECK(again.to_vector<float>() == std::vector<float>(n, 0.f));
   Tensor other = Tensor::zeros({n});  // the block is taken: a second tensor of the size gets a new one
   CHECK(other.raw_data() != first);
+#else
+  (void)first;
+#endif
 }
