@@ -191,7 +191,7 @@ DType Module::dtype() const {
 void Module::check_input(const Tensor& x, int64_t features) const {
   EMBER_CHECK(x.defined(), ValueError, path_, " (", type_name(), ") got an undefined input tensor");
   const Parameter* first = first_parameter();
-  const Device mine = device();
+  const Device mine = first == nullptr ? Device::cpu() : first->value.device();
   if (first != nullptr && x.device() != mine) {
     throw DeviceMismatchError(ember::detail::concat(
         "Expected all tensors to be on the same device, but ", path_, " (", type_name(), ") got input on ",
@@ -203,8 +203,9 @@ void Module::check_input(const Tensor& x, int64_t features) const {
                 features, " features in the last dim, but got shape ", shape_str(x.shape()));
   }
   if (first != nullptr) {
-    EMBER_CHECK(x.dtype() == dtype(), DTypeError, path_, " (", type_name(), ") has ", dtype_name(dtype()),
-                " parameters but got a ", dtype_name(x.dtype()), " input; convert it with .to(", dtype_name(dtype()), ")");
+    const DType dtype = first->value.dtype();
+    EMBER_CHECK(x.dtype() == dtype, DTypeError, path_, " (", type_name(), ") has ", dtype_name(dtype),
+                " parameters but got a ", dtype_name(x.dtype()), " input; convert it with .to(", dtype_name(dtype), ")");
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise.h"
 
 namespace ember::kernels {
 
@@ -78,17 +79,10 @@ void bias_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, const T *bias, bool 
   }
 }
 
-// relu_backward in place on a tile: zero where the ReLU's output was not positive (NaN included).
+// relu_backward in place on a tile, row by row (inside a pool task it runs on that task's thread).
 template <typename T>
 void relu_mask_tile(int64_t M, int64_t N, T *C, int64_t ldc, const T *mask, int64_t ldm) {
-  for (int64_t i = 0; i < M; ++i) {
-    T *row = C + i * ldc;
-    const T *y = mask + i * ldm;
-    for (int64_t j = 0; j < N; ++j) {
-      const T g = row[j];
-      row[j] = y[j] > T(0) ? g : T(0);
-    }
-  }
+  for (int64_t i = 0; i < M; ++i) relu_backward<T>(C + i * ldc, mask + i * ldm, C + i * ldc, N);
 }
 
 }  // namespace
