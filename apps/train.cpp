@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "apps/commands.h"
 #include "dist/communicator.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/region_profile.h"
 #include "train/trainer.h"
 
 namespace ember::apps {
@@ -47,6 +49,29 @@ int rank_threads(int threads, const dist::Communicator& comm) {
   return std::max(1, std::min(kernels::cpu::available_cores(), per_rank));
 }
 
+// The region profile as a table, most time first: each site's regions, how evenly the threads shared their tasks
+// (the calling thread's share of them), and the serial time that followed them on the calling thread.
+void print_region_profile(std::FILE* out, const kernels::cpu::RegionProfile& p) {
+  double parallel = 0, single = 0, between = 0;
+  for (const auto& r : p.regions) (r.tasks > 1 ? parallel : single) += r.seconds, between += r.seconds_after;
+  const double span = std::max(p.seconds, 1e-12);
+  std::fprintf(out,
+               "region profile, %d thread(s): %.3f s from the first region to the last; %.1f%% in regions of 2+ "
+               "tasks, %.1f%% in single tasks, %.1f%% between regions\n",
+               kernels::cpu::num_threads(), p.seconds, 100 * parallel / span, 100 * single / span, 100 * between / span);
+  std::fprintf(out, "%9s %6s %8s %9s %6s %7s %9s  %s\n", "ms", "share", "calls", "us/call", "tasks", "caller",
+               "after us", "site");
+  for (const auto& r : p.regions) {
+    const double calls = double(r.calls);
+    std::fprintf(out, "%9.2f %5.1f%% %8lld %9.2f %6lld %6.0f%% %9.2f  %s", r.seconds * 1e3, 100 * r.seconds / span,
+                 static_cast<long long>(r.calls), r.seconds * 1e6 / calls, static_cast<long long>(r.tasks),
+                 100 * double(r.caller_tasks) / (calls * double(r.tasks)), r.seconds_after * 1e6 / calls,
+                 r.site.c_str());
+    if (r.work > 0) std::fprintf(out, " (%.2f MFLOP)", r.work * 1e-6);
+    std::fprintf(out, "\n");
+  }
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -57,6 +82,7 @@ void add_train_command(CLI::App& app) {
   auto threads = std::make_shared<int>(0);
   auto no_shuffle = std::make_shared<bool>(false);
   auto no_pin = std::make_shared<bool>(false);
+  auto profile = std::make_shared<bool>(false);
   cfg->out_dir = "runs/fashion-mnist";
 
   sub->add_option("--model", cfg->model, "mlp (784-256-128-10) or cnn (torch_cnn.py's: conv 32, conv 64, 128)")
@@ -89,6 +115,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--metrics-json", cfg->metrics_json, "Also write the metrics as JSON here");
   sub->add_flag("--quiet", cfg->quiet, "Print nothing but errors");
   sub->add_option("--bucket-kb", cfg->bucket_kb, "Under mpirun: sum gradients across ranks in buckets of about this many KiB, each started as soon as backward has filled it")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  sub->add_flag("--profile-regions", *profile, "After training, print to stderr where the host thread pool's time went: each kernel's parallel regions, how evenly the threads shared them, and the serial time between them");
   sub->add_flag("--skip-nonfinite", cfg->skip_nonfinite, "Skip updates whose loss or gradients hold NaN/Inf instead of stopping");
 
   register_action(sub, [=] {
@@ -102,7 +129,9 @@ void add_train_command(CLI::App& app) {
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
     if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
     kernels::cpu::set_num_threads(rank_threads(*threads, comm));
+    kernels::cpu::set_region_profiling(*profile);
     train::train_model(c, std::cout);
+    if (*profile) print_region_profile(stderr, kernels::cpu::region_profile());
   });
 }
 

@@ -9,10 +9,10 @@
 namespace ember::kernels::cpu {
 
 namespace {
-// Runs body(begin, end) over [0, n) in kElementwiseGrain chunks.
+// Runs body(begin, end) over [0, n) in kElementwiseGrain chunks, as a region named after the calling kernel.
 template <typename Body>
-void chunks(int64_t n, Body body) {
-  parallel_chunks(n, kElementwiseGrain, body);
+void chunks(int64_t n, Body body, const char* site = __builtin_FUNCTION()) {
+  parallel_chunks(n, kElementwiseGrain, body, site);
 }
 }  // namespace
 

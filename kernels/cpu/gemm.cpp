@@ -158,11 +158,16 @@ void gemm_group(const GemmCall<T> *calls, int count) {
   }
   // The pool's tiles are the parallelism; OpenBLAS threads inside them would only fight over the cores.
   if (first[count] > 0 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-  parallel_for(first[count], [&](int64_t task) {
-    int i = 0;
-    while (task >= first[i + 1]) ++i;
-    run_tile(calls[i], tiles[i], task - first[i]);
-  });
+  double flops = 0;  // for the region profile
+  for (int i = 0; i < count; ++i) flops += 2.0 * double(calls[i].M) * double(calls[i].N) * double(calls[i].K);
+  parallel_for(
+      first[count],
+      [&](int64_t task) {
+        int i = 0;
+        while (task >= first[i + 1]) ++i;
+        run_tile(calls[i], tiles[i], task - first[i]);
+      },
+      "gemm_group", flops);
 }
 
 template <typename T>

@@ -70,7 +70,7 @@ void sgd_step(T* param, const T* grad, T* momentum_buf, int64_t n, SgdParams<T> 
                      decltype(nesterov)::value>(param + begin, grad + begin,
                                                 momentum_buf == nullptr ? nullptr : momentum_buf + begin, end - begin,
                                                 p.lr, p.momentum, one_minus_dampening, p.weight_decay);
-          });
+          }, "sgd_step");
         });
       });
     });

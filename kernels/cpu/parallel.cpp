@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/region_profile.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -82,9 +83,11 @@ class RegionScope {
   bool outer_;
 };
 
-void run_inline(int64_t tasks, parallel_detail::TaskFn call, void* context) {
+// Returns the tasks run (all of them), like Pool::run.
+int64_t run_inline(int64_t tasks, parallel_detail::TaskFn call, void* context) {
   RegionScope scope;
   for (int64_t t = 0; t < tasks; ++t) call(context, t);
+  return tasks;
 }
 
 // The job word: epoch (bits 32-63), open flag (bit 31), workers inside the job (bits 0-30). A worker
@@ -114,17 +117,19 @@ class Pool {
     start(threads);
   }
 
-  void run(int64_t tasks, parallel_detail::TaskFn call, void* context) {
+  // Runs a region; returns how many of its tasks the calling thread ran.
+  int64_t run(int64_t tasks, parallel_detail::TaskFn call, void* context) {
     if (t_in_region || threads() == 1) return run_inline(tasks, call, context);
     std::unique_lock<std::mutex> lock(run_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return run_inline(tasks, call, context);  // another thread's region is running
     RegionScope scope;
     publish(tasks, call, context);
-    work(0);
+    const int64_t mine = work(0);
     poll_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }, kSpinBeforeYield,
                [] { std::this_thread::yield(); });
     close();
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return mine;
   }
 
  private:
@@ -175,13 +180,15 @@ class Pool {
   }
 
   // Claims tasks until none is left: first from thread `self`'s own share, then from the others' in turn. A
-  // failed job's remaining tasks are counted but not run.
-  void work(int self) {
+  // failed job's remaining tasks are counted but not run. Returns how many it claimed.
+  int64_t work(int self) {
     const int n = threads();
+    int64_t claimed = 0;
     for (int i = 0; i < n; ++i) {
       Share& share = shares_[(self + i) % n];
-      for (int64_t t; (t = share.next.fetch_add(1, std::memory_order_relaxed)) < share.end;) run_task(t);
+      for (int64_t t; (t = share.next.fetch_add(1, std::memory_order_relaxed)) < share.end; ++claimed) run_task(t);
     }
+    return claimed;
   }
 
   void run_task(int64_t t) {
@@ -279,7 +286,21 @@ void set_flush_denormals(bool on) { set_fp_mode(on ? kDenormalBits : 0); }
 bool flush_denormals() { return kDenormalBits != 0 && fp_mode() == kDenormalBits; }
 
 namespace parallel_detail {
-void run_tasks(int64_t tasks, TaskFn call, void* context) { Pool::instance().run(tasks, call, context); }
+void run_tasks(int64_t tasks, TaskFn call, void* context, const char* site, double work) {
+  if (!region_profiling() || t_in_region) {
+    Pool::instance().run(tasks, call, context);
+    return;
+  }
+  const auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t begin = now();
+  int64_t mine = tasks;
+  if (tasks == 1) call(context, 0);  // as parallel_for runs a single task unprofiled: on the caller, not as a region
+  else mine = Pool::instance().run(tasks, call, context);
+  record_region(site, work, tasks, begin, now(), mine);
+}
 }  // namespace parallel_detail
 
 }  // namespace ember::kernels::cpu

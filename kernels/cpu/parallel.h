@@ -43,24 +43,26 @@ bool flush_denormals();
 namespace parallel_detail {
 using TaskFn = void (*)(void* context, int64_t task);
 // Runs call(context, t) for every t in [0, tasks); see parallel_for.
-void run_tasks(int64_t tasks, TaskFn call, void* context);
+void run_tasks(int64_t tasks, TaskFn call, void* context, const char* site, double work);
+bool region_profiling();  // region_profile.h
 }  // namespace parallel_detail
 
 // Calls fn(task) once for every task in [0, tasks), on the pool and the calling thread, and returns when
 // all have returned. The first exception a task throws is rethrown here (tasks not yet started are then
 // skipped). A region opened inside a task, or while another thread's region runs, runs on the calling
-// thread alone: same tasks, same results.
+// thread alone: same tasks, same results. `site` and `work` name the region in the region profile
+// (region_profile.h): by default the calling function's name and no work count.
 template <typename F>
-void parallel_for(int64_t tasks, F&& fn) {
+void parallel_for(int64_t tasks, F&& fn, const char* site = __builtin_FUNCTION(), double work = 0) {
   using Fn = std::remove_reference_t<F>;
   if (tasks <= 0) return;
-  if (tasks == 1) {
+  if (tasks == 1 && !parallel_detail::region_profiling()) {
     fn(int64_t{0});
     return;
   }
   parallel_detail::run_tasks(
       tasks, [](void* context, int64_t task) { (*static_cast<Fn*>(context))(task); },
-      const_cast<void*>(static_cast<const void*>(&fn)));
+      const_cast<void*>(static_cast<const void*>(&fn)), site, work);
 }
 
 // Elements per task of a streaming loop (fill, add, relu, optimizer updates): 8192 floats take 1-4 us, a few
@@ -74,12 +76,15 @@ inline int64_t chunk_count(int64_t n, int64_t grain) { return n <= 0 ? 0 : (n + 
 
 // Cuts [0, n) into chunks of `grain` elements (the last one shorter) and calls fn(begin, end) for each.
 template <typename F>
-void parallel_chunks(int64_t n, int64_t grain, F&& fn) {
+void parallel_chunks(int64_t n, int64_t grain, F&& fn, const char* site = __builtin_FUNCTION()) {
   if (grain < 1) grain = 1;
-  parallel_for(chunk_count(n, grain), [&](int64_t chunk) {
-    const int64_t begin = chunk * grain;
-    fn(begin, begin + grain < n ? begin + grain : n);
-  });
+  parallel_for(
+      chunk_count(n, grain),
+      [&](int64_t chunk) {
+        const int64_t begin = chunk * grain;
+        fn(begin, begin + grain < n ? begin + grain : n);
+      },
+      site);
 }
 
 }  // namespace ember::kernels::cpu

@@ -170,14 +170,18 @@ TEST_CASE("ember train: --threads 1, 2 and 3 give the same weights and optimizer
     return;
   }
   // The default MLP and batch 128: its GEMMs are cut into tiles and its updates into chunks, so the threads
-  // really share the work; 3000 samples make 24 steps, Nesterov and weight decay included.
+  // really share the work; 3000 samples make 24 steps, Nesterov and weight decay included. The two-thread run
+  // also profiles its regions, which must change nothing but the report on stderr.
   std::vector<fs::path> dirs;
   for (int threads : {1, 2, 3}) {
     dirs.push_back(fresh_dir("threads" + std::to_string(threads)));
     Run r = run_ember("train --device cpu --quiet --limit 3000 --epochs 1 --seed 3 --threads " +
-                      std::to_string(threads) + " --out " + dirs.back().string());
+                      std::to_string(threads) + (threads == 2 ? " --profile-regions" : "") + " --out " +
+                      dirs.back().string());
     INFO(r.output);
     REQUIRE(r.code == 0);
+    CHECK((r.output.find("region profile, 2 thread(s)") != std::string::npos) == (threads == 2));
+    if (threads == 2) CHECK(r.output.find("gemm_group (") != std::string::npos);
   }
   for (size_t i = 1; i < dirs.size(); ++i) {
     INFO("--threads " << i + 1 << " vs --threads 1");
