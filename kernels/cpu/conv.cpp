@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/gemm.h"
 
 namespace ember::kernels {
@@ -106,11 +107,10 @@ template <typename T> void col2im(const Conv2dGeometry& g, const T* col, int64_t
 }
 
 // The per-image steps of one chunk of `chunk` images. A chunk's matrices are (rows, chunk * P) with image j
-// at columns [j * P, (j + 1) * P). They stay on the calling thread: splitting them over a second thread
-// while OpenBLAS's idle worker spins on that core made the forward pass slower (docs/benchmarks.md, "conv").
+// at columns [j * P, (j + 1) * P); each image is a task of the host pool (inline when the chunk itself is one).
 template <typename T> void im2col_chunk(const Conv2dGeometry& g, const T* x, int64_t chunk, T* col) {
   const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
-  for (int64_t j = 0; j < chunk; ++j) im2col(g, x + j * in_image, col + j * P, chunk * P);
+  parallel_for(chunk, [&](int64_t j) { im2col(g, x + j * in_image, col + j * P, chunk * P); });
 }
 
 template <typename T> void col2im_chunk(const Conv2dGeometry& g, const T* col, int64_t chunk, T* dx) {
@@ -121,9 +121,10 @@ template <typename T> void col2im_chunk(const Conv2dGeometry& g, const T* col, i
 // rows (OC, chunk * P) from the chunk's NCHW gradient dy.
 template <typename T> void gather_chunk(const Conv2dGeometry& g, const T* dy, int64_t chunk, T* rows) {
   const int64_t P = g.OH() * g.OW();
-  for (int64_t j = 0; j < chunk; ++j)
+  parallel_for(chunk, [&](int64_t j) {
     for (int64_t o = 0; o < g.OC; ++o)
       std::memcpy(rows + o * chunk * P + j * P, dy + (j * g.OC + o) * P, static_cast<size_t>(P) * sizeof(T));
+  });
 }
 
 // The chunk's NCHW output y from the product out (OC, chunk * P), adding the bias on the way.
@@ -159,28 +160,30 @@ template <typename T> void add_row_sums(const T* rows, int64_t OC, int64_t cols,
 template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* weight, const T* bias, T* y) {
   detail::check_conv2d_geometry("cpu::conv2d_forward", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
-  T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
-  T* out = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
-  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-    const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
+  // Chunks are independent: each is a task, run end to end by one thread with its own buffers (the chunk's GEMM and
+  // per-image steps then run inline, in the same tiles as on the calling thread).
+  parallel_for(chunk_count(g.N, nb), [&](int64_t i) {
+    const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0), cols = chunk * P;
+    T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
+    T* out = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
     im2col_chunk(g, x + n0 * in_image, chunk, col);
     gemm<T>(false, false, g.OC, cols, CKK, T(1), weight, CKK, col, cols, T(0), out, cols, nullptr, Epilogue::None);
     scatter_chunk(g, out, bias, chunk, y + n0 * g.OC * P);
-  }
+  });
 }
 
 template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const T* dy, const T* weight, T* dx) {
   detail::check_conv2d_geometry("cpu::conv2d_backward_input", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
-  T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
-  T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
-  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-    const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
+  parallel_for(chunk_count(g.N, nb), [&](int64_t i) {  // independent chunks, as in the forward
+    const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0), cols = chunk * P;
+    T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
+    T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
     gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
     // col (CKK, cols) = weight^T (CKK, OC) @ dy (OC, cols)
     gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
     col2im_chunk(g, col, chunk, dx + n0 * in_image);
-  }
+  });
 }
 
 template <typename T>
