@@ -1,4 +1,5 @@
-// Host convolution: im2col of a few images at a time into a reused buffer, one OpenBLAS GEMM per chunk.
+// Host convolution: im2col of a few images at a time into a reused buffer, one OpenBLAS GEMM per chunk, the chunks
+// (or, for the weight gradient, groups of them) run as tasks of the host pool.
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -40,7 +41,7 @@ int64_t images_per_chunk(const Conv2dGeometry& g) {
 
 // A growable per-thread buffer per slot, so steady-state training allocates nothing.
 template <typename T> T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> buffers[2];
+  thread_local std::vector<T> buffers[3];
   auto& b = buffers[slot];
   if (b.size() < n) b.resize(n);
   return b.data();
@@ -107,10 +108,10 @@ template <typename T> void col2im(const Conv2dGeometry& g, const T* col, int64_t
 }
 
 // The per-image steps of one chunk of `chunk` images. A chunk's matrices are (rows, chunk * P) with image j
-// at columns [j * P, (j + 1) * P); each image is a task of the host pool (inline when the chunk itself is one).
+// at columns [j * P, (j + 1) * P). A chunk is one thread's task, so these loops stay serial.
 template <typename T> void im2col_chunk(const Conv2dGeometry& g, const T* x, int64_t chunk, T* col) {
   const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
-  parallel_for(chunk, [&](int64_t j) { im2col(g, x + j * in_image, col + j * P, chunk * P); });
+  for (int64_t j = 0; j < chunk; ++j) im2col(g, x + j * in_image, col + j * P, chunk * P);
 }
 
 template <typename T> void col2im_chunk(const Conv2dGeometry& g, const T* col, int64_t chunk, T* dx) {
@@ -121,10 +122,9 @@ template <typename T> void col2im_chunk(const Conv2dGeometry& g, const T* col, i
 // rows (OC, chunk * P) from the chunk's NCHW gradient dy.
 template <typename T> void gather_chunk(const Conv2dGeometry& g, const T* dy, int64_t chunk, T* rows) {
   const int64_t P = g.OH() * g.OW();
-  parallel_for(chunk, [&](int64_t j) {
+  for (int64_t j = 0; j < chunk; ++j)
     for (int64_t o = 0; o < g.OC; ++o)
       std::memcpy(rows + o * chunk * P + j * P, dy + (j * g.OC + o) * P, static_cast<size_t>(P) * sizeof(T));
-  });
 }
 
 // The chunk's NCHW output y from the product out (OC, chunk * P), adding the bias on the way.
@@ -153,6 +153,18 @@ template <typename T> void add_row_sums(const T* rows, int64_t OC, int64_t cols,
     for (int j = 0; j < kLanes; ++j) s += static_cast<double>(lanes[j]);
     sums[o] += s;
   }
+}
+
+// The weight gradient's chunks fall into groups, a function of the sizes alone: group k sums its chunks' products
+// in order into its own partial (dW's shape), and dW then adds the partials in group order. The groups are the
+// tasks, so the threads share the work and the sum is the same at any thread count. At most kMaxWeightGroups
+// groups, and at most kPartialElements elements of partials in all.
+constexpr int64_t kMaxWeightGroups = 8;
+constexpr int64_t kPartialElements = int64_t{1} << 22;
+
+int64_t weight_groups(int64_t chunks, int64_t weight_elements) {
+  return std::clamp<int64_t>(kPartialElements / std::max<int64_t>(weight_elements, 1), 1,
+                             std::min(kMaxWeightGroups, std::max<int64_t>(chunks, 1)));
 }
 
 }  // namespace
@@ -190,19 +202,34 @@ template <typename T>
 void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dweight, T* dbias) {
   detail::check_conv2d_geometry("cpu::conv2d_backward_weight", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
-  T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
-  T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
-  std::vector<double> bias_sum(static_cast<size_t>(g.OC), 0.0);
-  for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-    const int64_t chunk = std::min(nb, g.N - n0), cols = chunk * P;
-    im2col_chunk(g, x + n0 * in_image, chunk, col);
-    gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
-    // dweight (OC, CKK) += dy (OC, cols) @ col^T (cols, CKK)
-    gemm<T>(false, true, g.OC, CKK, cols, T(1), rows, cols, col, cols, T(1), dweight, CKK, nullptr, Epilogue::None);
-    if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data());
-  }
+  if (g.N == 0) return;  // no images: dW and the bias gradient gain nothing
+  const int64_t chunks = chunk_count(g.N, nb), weights = g.OC * CKK, groups = weight_groups(chunks, weights);
+  T* partial = scratch<T>(2, static_cast<size_t>(groups * weights));  // the calling thread's; every group writes its own
+  std::vector<double> bias_sum(static_cast<size_t>(groups * g.OC), 0.0);
+  parallel_for(groups, [&](int64_t k) {
+    T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
+    T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
+    for (int64_t i = chunks * k / groups; i < chunks * (k + 1) / groups; ++i) {
+      const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0), cols = chunk * P;
+      im2col_chunk(g, x + n0 * in_image, chunk, col);
+      gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
+      // partial k (OC, CKK) (+)= dy (OC, cols) @ col^T (cols, CKK)
+      const T beta = i == chunks * k / groups ? T(0) : T(1);
+      gemm<T>(false, true, g.OC, CKK, cols, T(1), rows, cols, col, cols, beta, partial + k * weights, CKK, nullptr,
+              Epilogue::None);
+      if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data() + k * g.OC);
+    }
+  });
+  parallel_chunks(weights, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = 0; k < groups; ++k)
+      for (int64_t j = begin; j < end; ++j) dweight[j] += partial[k * weights + j];
+  });
   if (dbias != nullptr)
-    for (int64_t o = 0; o < g.OC; ++o) dbias[o] += static_cast<T>(bias_sum[static_cast<size_t>(o)]);
+    for (int64_t o = 0; o < g.OC; ++o) {
+      double total = 0;
+      for (int64_t k = 0; k < groups; ++k) total += bias_sum[static_cast<size_t>(k * g.OC + o)];
+      dbias[o] += static_cast<T>(total);
+    }
 }
 
 #define EMBER_INSTANTIATE_CONV(T)                                                                      \
