@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 namespace ember::nn {
 
@@ -31,6 +32,41 @@ std::string human_bytes(int64_t bytes) {
   return buf;
 }
 
+// Every module's training flag, parent before children, and back: the trace runs in eval mode.
+void collect_modes(const Module& m, std::vector<bool>& out) {
+  out.push_back(m.is_training());
+  for (const auto& [name, child] : m.children()) collect_modes(*child, out);
+}
+
+void restore_modes(Module& m, const std::vector<bool>& modes, size_t& next) {
+  m.train(modes[next++]);  // sets the whole subtree; the children then get their own flags back
+  for (const auto& [name, child] : m.children()) restore_modes(*child, modes, next);
+}
+
+// While a summary traces its forward pass: the trace is on and every module is in eval mode; afterwards each gets
+// its own mode back. In training mode the pass would change the model: BatchNorm would fold the zero input into
+// its running statistics and Dropout would draw from its generator, so a run that prints its summary would train
+// other weights than a quiet one.
+class TraceScope {
+ public:
+  TraceScope(Module& model, ModelSummary& summary) : model_(model) {
+    collect_modes(model, modes_);
+    model.eval();
+    g_trace = &summary;
+  }
+  ~TraceScope() {
+    g_trace = nullptr;
+    size_t next = 0;
+    restore_modes(model_, modes_, next);
+  }
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  Module& model_;
+  std::vector<bool> modes_;
+};
+
 }  // namespace
 
 void detail::record_layer(const Module& layer, const Tensor& output) {
@@ -49,14 +85,10 @@ ModelSummary summarize(Module& model, const Shape& input_shape) {
   ModelSummary summary;
   Tensor input = Tensor::zeros(input_shape, model.dtype(), model.device());
   summary.input_bytes = static_cast<int64_t>(input.nbytes());
-  g_trace = &summary;
-  try {
+  {
+    TraceScope scope(model, summary);
     model(input);
-  } catch (...) {
-    g_trace = nullptr;
-    throw;
   }
-  g_trace = nullptr;
   // The root records itself last; show it first.
   if (!summary.layers.empty() && summary.layers.back().path == model.path()) {
     LayerSummary root = summary.layers.back();

@@ -119,6 +119,13 @@ TEST_CASE("ember train --model cnn: summary with conv shapes, eval and predict r
   CHECK_THAT(p.output, Catch::Contains("true class: Ankle boot"));
   Run text = run_ember("eval --device cpu --checkpoint " + model);
   CHECK_THAT(text.output, Catch::Contains("(1x28x28-c32-c64-128-10)"));
+  // Two threads share every kernel of the CNN (convolution chunks, BatchNorm channels, pooling planes): the same bits.
+  fs::path two = fresh_dir("cnn-threads2");
+  Run r2 = run_ember("train --model cnn --device cpu --threads 2 --quiet --limit 640 --epochs 1 --out " + two.string());
+  INFO(r2.output);
+  REQUIRE(r2.code == 0);
+  CHECK(slurp(two / "model.safetensors") == slurp(dir / "model.safetensors"));
+  fs::remove_all(two);
   fs::remove_all(dir);
 }
 

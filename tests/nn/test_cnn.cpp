@@ -260,3 +260,27 @@ TEST_CASE("load_state_dict copies in place and names what is missing, unexpected
   CHECK_THROWS_WITH(target->load_state_dict(wrong),
                     "load_state_dict: '0.weight' has shape [4, 2, 3, 2] but model expects [4, 2, 3, 3]");
 }
+
+TEST_CASE("A summary changes nothing: BatchNorm statistics, Dropout's generator and each module's mode", "[nn]") {
+  Generator generator(7);
+  auto bn = std::make_shared<BatchNorm2d>(4);
+  auto head = std::make_shared<Linear>(4 * 3 * 3, 5);
+  auto model = std::make_shared<Sequential>(std::make_shared<Conv2d>(1, 4, 3, 1, 1), bn, std::make_shared<ReLU>(),
+                                            std::make_shared<MaxPool2d>(2), std::make_shared<Flatten>(),
+                                            std::make_shared<Dropout>(0.5, generator), head);
+  head->eval();  // one child in eval mode while the rest trains: both modes must come back
+  auto copy_state = [&] {
+    std::vector<std::pair<std::string, std::vector<double>>> out;
+    for (const auto& [name, t] : model->state_dict()) out.emplace_back(name, t.to(DType::F64).to_vector<double>());
+    return out;
+  };
+  const auto before = copy_state();
+  const uint64_t offset = generator.offset();
+  ModelSummary s = summarize(*model, {8, 1, 6, 6});
+  CHECK(s.layers.size() == 8);
+  CHECK(copy_state() == before);  // running statistics and num_batches_tracked untouched
+  CHECK(generator.offset() == offset);
+  CHECK(model->is_training());
+  CHECK(bn->is_training());
+  CHECK_FALSE(head->is_training());
+}
