@@ -29,6 +29,21 @@ constexpr int kLanes = 16;        // independent float accumulators, so the sums
 constexpr int64_t kBlock = 1024;  // lanes flush into double every block: float error stays that of 1024 terms
 constexpr int64_t kChannelsPerTask = 4;  // channels are split into tasks of the host pool; each is computed by one thread
 
+// A channel's values are N rows of H*W, C*H*W apart: too short and too far apart for the hardware prefetcher, so each
+// pass over a channel asks for the next image's row while it works on this one's.
+template <typename T> inline void prefetch_next(const BatchNormGeometry& g, const T* row) {
+  const T* next = row + g.C * g.HW;
+  for (int64_t i = 0; i < g.HW; i += 64 / static_cast<int64_t>(sizeof(T))) __builtin_prefetch(next + i);
+}
+
+// The rows a backward pass reads next: x's, dy's and, with the fused ReLU, the forward's output.
+template <bool kRelu, typename T> inline void prefetch_next_backward(const BatchNormGeometry& g, const T* x, const T* dy,
+                                                                  const T* y) {
+  prefetch_next(g, x);
+  prefetch_next(g, dy);
+  if constexpr (kRelu) prefetch_next(g, y);
+}
+
 // Sums of d and d^2 for d = x - shift over one channel. Shifting by a value of the channel keeps the
 // one-pass variance E[d^2] - E[d]^2 accurate when the mean is far from zero.
 template <typename T>
@@ -36,6 +51,7 @@ void channel_sums(const BatchNormGeometry& g, const T* x, int64_t c, T shift, do
   double total1 = 0, total2 = 0;
   for (int64_t n = 0; n < g.N; ++n) {
     const T* row = x + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, row);
     for (int64_t start = 0; start < g.HW; start += kBlock) {
       const int64_t end = std::min(g.HW, start + kBlock);
       T a[kLanes] = {}, b[kLanes] = {};
@@ -77,6 +93,7 @@ void gradient_sums(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a
   for (int64_t n = 0; n < g.N; ++n) {
     const int64_t base = (n * g.C + c) * g.HW;
     const T *x = a.x + base, *dy = a.dy + base, *y = kRelu ? a.relu_output + base : nullptr;
+    if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
     for (int64_t start = 0; start < g.HW; start += kBlock) {
       const int64_t end = std::min(g.HW, start + kBlock);
       T p[kLanes] = {}, q[kLanes] = {};
@@ -111,6 +128,7 @@ void input_gradient(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& 
     const int64_t base = (n * g.C + c) * g.HW;
     const T *x = a.x + base, *dy = a.dy + base, *y = kRelu ? a.relu_output + base : nullptr;
     T* dx = a.dx + base;
+    if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
     for (int64_t i = 0; i < g.HW; ++i) {
       const T gi = masked<kRelu>(dy, y, i);
       dx[i] = scale * (gi - mean_g - (x[i] - mean) * invstd * mean_gx);
@@ -124,6 +142,7 @@ template <typename T> void affine_channel(const BatchNormGeometry& g, const T* x
   for (int64_t n = 0; n < g.N; ++n) {
     const T* in = x + (n * g.C + c) * g.HW;
     T* out = y + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, in);
     if (relu) {
       for (int64_t i = 0; i < g.HW; ++i) {
         const T v = in[i] * scale + shift;
