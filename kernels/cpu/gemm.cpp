@@ -40,6 +40,14 @@ void check_gemm_args(const char *name, bool trans_a, bool trans_b, int64_t M, in
 namespace cpu {
 namespace {
 
+// OpenBLAS on one thread from the start, set on the loading thread before main: the first GEMMs of a process may
+// run inside pool tasks on several threads at once (a CNN's convolution chunks), and none of them should then
+// have to change OpenBLAS's setting.
+[[maybe_unused]] const bool g_openblas_one_thread = [] {
+  openblas_set_num_threads(1);
+  return true;
+}();
+
 inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) {
   cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -156,7 +164,8 @@ void gemm_group(const GemmCall<T> *calls, int count) {
     tiles[i] = checked_tiles(calls[i]);
     first[i + 1] = first[i] + tiles[i].count;
   }
-  // The pool's tiles are the parallelism; OpenBLAS threads inside them would only fight over the cores.
+  // The pool's tiles are the parallelism; OpenBLAS threads inside them would only fight over the cores. Set at load
+  // (above); set again if a caller has changed it since.
   if (first[count] > 0 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   double flops = 0;  // for the region profile
   for (int i = 0; i < count; ++i) flops += 2.0 * double(calls[i].M) * double(calls[i].N) * double(calls[i].K);

@@ -1,5 +1,6 @@
 // cpu::gemm (OpenBLAS + epilogue) against hand-computed values and the double-accumulator reference.
 #include <catch2/catch.hpp>
+#include <cblas.h>
 
 #include <algorithm>
 #include <array>
@@ -384,4 +385,10 @@ TEMPLATE_TEST_CASE("A GEMM call's ReLU mask gives relu_backward's bits on gemm's
   const cpu::GemmCall<T> bad{false, false, 2, 2, 0, T(1), nullptr, 2, nullptr, 2, T(0), c.data(), 2,
                              nullptr, Epilogue::None, m.data(), 1};
   CHECK_THROWS_WITH(cpu::gemm_group<T>(&bad, 1), Catch::Contains("ldm=1 is smaller than a row of C"));
+}
+
+TEST_CASE("OpenBLAS runs on one thread from the moment ember is loaded, before any GEMM", "[kernels]") {
+  // CTest runs this case in a process of its own, so no GEMM has set it yet: the setting made at load time holds.
+  // The first GEMMs may run inside pool tasks on several threads at once, and none of them should set it then.
+  CHECK(openblas_get_num_threads() == 1);
 }
