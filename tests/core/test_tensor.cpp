@@ -2,6 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "core/ops.h"
@@ -194,6 +199,50 @@ TEST_CASE("Pinned host memory and non-blocking copies need a GPU", "[core]") {
   CHECK_THROWS_AS(Tensor::empty({4}, DType::F32, Device::cpu(), true), DeviceUnavailableError);
   CHECK_THROWS_AS(Tensor::empty({4}, DType::F32, Device::meta(), true), ValueError);
   CHECK_THROWS_AS(a.to(Device::cuda(0), true), DeviceUnavailableError);
+}
+
+namespace {
+
+// The "THPeligible" line of /proc/self/smaps for the mapping that holds `address` ("" when there is none).
+std::string thp_eligible(uintptr_t address) {
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 && line.find('-') < line.find(' ')) {
+      inside = begin <= address && address < end;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// The transparent huge page mode, as /sys shows it in brackets ("always", "madvise", "never"), or "".
+std::string thp_mode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t open = all.find('['), close = all.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : all.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+TEST_CASE("A large host tensor asks for huge pages and a small one does not", "[core]") {
+  // Only the "madvise" mode tells: under "always" every mapping is eligible, under "never" none is.
+  if (thp_mode() != "madvise" || thp_eligible(reinterpret_cast<uintptr_t>(&thp_mode)).empty()) {
+    WARN("transparent huge pages are not in madvise mode here (mode '" << thp_mode() << "'): nothing to check");
+    return;
+  }
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto interior = [&](const Tensor& t) {  // the first 2 MiB boundary inside the block
+    return (reinterpret_cast<uintptr_t>(t.raw_data()) + kHuge - 1) / kHuge * kHuge;
+  };
+  Tensor large = Tensor::empty({(int64_t{24} << 20) + 4321}, DType::U8);  // an odd size: a fresh block
+  CHECK(thp_eligible(interior(large)).find(" 1") != std::string::npos);
+  Tensor medium = Tensor::empty({(int64_t{8} << 20) + 4321}, DType::U8);  // under the 16 MiB threshold
+  INFO(thp_eligible(interior(medium)) << " at " << interior(medium) << " of " << medium.raw_data());
+  CHECK(thp_eligible(interior(medium)).find(" 0") != std::string::npos);
 }
 
 TEST_CASE("A freed host block of a size is handed out again for that size, and factories still fill it", "[core]") {
