@@ -62,6 +62,22 @@ TEST_CASE("parallel_for with two threads runs two tasks at the same time", "[ker
   }
 }
 
+TEST_CASE("parallel_for returns only after every task has returned", "[kernels]") {
+  // The worker's task outlasts the caller's: a region that counts a task done when it is claimed, not when it has
+  // run, lets the caller return while the worker is still inside it.
+  ThreadsScope scope(2);
+  for (int round = 0; round < 10; ++round) {
+    std::vector<std::atomic<int>> done(2);
+    cpu::parallel_for(2, [&](int64_t t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(t == 0 ? 1 : 15));
+      done[static_cast<size_t>(t)].store(1);
+    });
+    INFO("round " << round);
+    REQUIRE(done[0].load() == 1);
+    REQUIRE(done[1].load() == 1);
+  }
+}
+
 TEST_CASE("parallel_chunks cuts 0 .. n by the grain alone", "[kernels]") {
   for (int threads : {1, 2, 3}) {
     ThreadsScope scope(threads);
