@@ -10,8 +10,8 @@
 #include "apps/commands.h"
 #include "bench/report.h"
 #include "bench/suites.h"
-#include "core/error.h"
-#include "train/svg.h"
+#include "base/error.h"
+#include "formats/svg.h"
 
 namespace ember::apps {
 
@@ -48,7 +48,7 @@ void add_bench_command(CLI::App& app) {
       std::filesystem::path parent = std::filesystem::path(*json_path).parent_path();
       std::error_code ec;
       if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // a failure shows in the write
-      train::write_text_file(*json_path, bench::report_json(report).dump(2) + "\n");
+      formats::write_text_file(*json_path, bench::report_json(report).dump(2) + "\n");
       std::cout << "\nJSON: " << *json_path << '\n';
     }
     if (!svg_dir->empty())

@@ -9,7 +9,7 @@
 
 #include "apps/commands.h"
 #include "core/ops.h"
-#include "train/models.h"
+#include "models/io.h"
 #include "train/trainer.h"
 
 namespace ember::apps {
@@ -18,19 +18,19 @@ namespace {
 
 void run_eval(const std::string& checkpoint, const std::string& data, const std::string& device_text, bool as_json) {
   Device device = resolve_device(device_text);
-  train::Network loaded = train::load_network(checkpoint, device);
-  train::Dataset test = train::load_fashion_mnist(data, train::Split::Test);
+  models::Network loaded = models::load_model(checkpoint, device);
+  data::Dataset test = data::load_fashion_mnist(data, data::Split::Test);
   EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == test.sample_numel() &&
-                  loaded.arch.classes == train::kFashionMnistClasses,
+                  loaded.arch.classes == data::kFashionMnistClasses,
               FormatError, checkpoint, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
               test.sample_numel(), " inputs and 10 outputs");
-  train::EvalResult r = train::evaluate(*loaded.model, test, 1000, true, train::kFashionMnistClasses,
+  train::EvalResult r = train::evaluate(*loaded.model, test, 1000, true, data::kFashionMnistClasses,
                                         loaded.arch.sample_shape());
   if (as_json) {
     nlohmann::json j{{"accuracy", r.accuracy}, {"loss", r.loss}, {"per_class", nlohmann::json::object()},
                      {"confusion", r.confusion}};
     for (size_t c = 0; c < r.per_class_accuracy.size(); ++c)
-      j["per_class"][train::kFashionMnistClassNames[c]] = r.per_class_accuracy[c];
+      j["per_class"][data::kFashionMnistClassNames[c]] = r.per_class_accuracy[c];
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -38,12 +38,12 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
               static_cast<long long>(r.samples), device.str().c_str());
   std::printf("accuracy %.2f%%, loss %.4f\n\nper class:\n", 100 * r.accuracy, r.loss);
   for (size_t c = 0; c < r.per_class_accuracy.size(); ++c)
-    std::printf("  %-12s %6.2f%%\n", train::kFashionMnistClassNames[c], 100 * r.per_class_accuracy[c]);
+    std::printf("  %-12s %6.2f%%\n", data::kFashionMnistClassNames[c], 100 * r.per_class_accuracy[c]);
   std::printf("\nconfusion (rows: true class, columns: predicted)\n%13s", "");
   for (size_t c = 0; c < r.confusion.size(); ++c) std::printf("%6zu", c);
   std::printf("\n");
   for (size_t t = 0; t < r.confusion.size(); ++t) {
-    std::printf("  %zu %-10.10s", t, train::kFashionMnistClassNames[t]);
+    std::printf("  %zu %-10.10s", t, data::kFashionMnistClassNames[t]);
     for (int64_t v : r.confusion[t]) std::printf("%6lld", static_cast<long long>(v));
     std::printf("\n");
   }
@@ -83,7 +83,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
                  const std::string& pgm) {
   EMBER_CHECK((index >= 0) != !pgm.empty(), ValueError, "give exactly one of --index N (a test-set image) or --pgm FILE");
   Device device = resolve_device(device_text);
-  train::Network loaded = train::load_network(checkpoint, device);
+  models::Network loaded = models::load_model(checkpoint, device);
   EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == 784, FormatError, checkpoint, ": the model takes ",
               loaded.arch.str(), " inputs; a 28x28 image has 784");
   Tensor image;
@@ -93,7 +93,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
     image = read_pgm(pgm);
     what = pgm;
   } else {
-    train::Dataset test = train::load_fashion_mnist(data, train::Split::Test);
+    data::Dataset test = data::load_fashion_mnist(data, data::Split::Test);
     EMBER_CHECK(index < test.size(), ValueError, "--index ", index, " is out of range: the test set has ", test.size(),
                 " images (0..", test.size() - 1, ")");
     image = test.images.slice(0, index, index + 1);
@@ -106,12 +106,12 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
   size_t best = 0;
   for (size_t c = 1; c < probs.size(); ++c)
     if (probs[c] > probs[best]) best = c;
-  const char* name = best < 10 ? train::kFashionMnistClassNames[best] : "?";
+  const char* name = best < 10 ? data::kFashionMnistClassNames[best] : "?";
   std::printf("%s: %s (class %zu, %.1f%%)", what.c_str(), name, best, 100 * probs[best]);
-  if (truth >= 0) std::printf("; true class: %s", train::kFashionMnistClassNames[truth]);
+  if (truth >= 0) std::printf("; true class: %s", data::kFashionMnistClassNames[truth]);
   std::printf("\n");
   for (size_t c = 0; c < probs.size(); ++c)
-    std::printf("  %zu %-12s %6.2f%%\n", c, c < 10 ? train::kFashionMnistClassNames[c] : "?", 100 * probs[c]);
+    std::printf("  %zu %-12s %6.2f%%\n", c, c < 10 ? data::kFashionMnistClassNames[c] : "?", 100 * probs[c]);
 }
 
 }  // namespace
@@ -119,7 +119,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
 void add_eval_command(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set");
   sub->option_defaults()->always_capture_default();
-  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::default_fashion_mnist_dir());
+  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(data::default_fashion_mnist_dir());
   auto device = std::make_shared<std::string>("auto");
   auto json = std::make_shared<bool>(false);
   sub->add_option("--checkpoint", *checkpoint, "model.safetensors (ember's or PyTorch's)")->required();
@@ -132,7 +132,7 @@ void add_eval_command(CLI::App& app) {
 void add_predict_command(CLI::App& app) {
   auto* sub = app.add_subcommand("predict", "Classify one image: a test-set index or a 28x28 PGM file");
   sub->option_defaults()->always_capture_default();
-  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(train::default_fashion_mnist_dir());
+  auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(data::default_fashion_mnist_dir());
   auto device = std::make_shared<std::string>("auto"), pgm = std::make_shared<std::string>();
   auto index = std::make_shared<int64_t>(-1);
   sub->add_option("--checkpoint", *checkpoint, "model.safetensors")->required();

@@ -6,7 +6,7 @@
 
 #include "apps/commands.h"
 #include "core/device.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::apps {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "apps/commands.h"
-#include "core/error.h"
-#include "dist/communicator.h"
+#include "base/error.h"
+#include "distributed/communicator.h"
 #include "kernels/cpu/parallel.h"
 
 int main(int argc, char** argv) {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "apps/commands.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/region_profile.h"
 #include "train/trainer.h"

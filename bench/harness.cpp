@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "core/cuda_runtime.h"
-#include "core/error.h"
+#include "base/error.h"
 
 #if EMBER_HAS_CUDA
 #include "kernels/elementwise.h"

@@ -7,8 +7,8 @@
 #include <map>
 #include <sstream>
 
-#include "core/error.h"
-#include "train/svg.h"
+#include "base/error.h"
+#include "formats/svg.h"
 
 namespace ember::bench {
 
@@ -212,8 +212,8 @@ nlohmann::ordered_json report_json(const Report& report) {
 
 namespace {
 
-using train::SvgChart;
-using train::SvgSeries;
+using formats::SvgChart;
+using formats::SvgSeries;
 
 // One series per (name, device) of a suite's rows, y from `value`; empty series are dropped.
 SvgSeries series_of(const Report& report, const std::string& suite, const std::string& name, const std::string& column,
@@ -335,7 +335,7 @@ std::vector<std::string> write_svgs(const Report& report, const std::string& dir
     else if (suite == "crossover") charts = crossover_charts(report);
     if (charts.empty()) continue;
     std::string path = (std::filesystem::path(dir) / (suite + ".svg")).string();
-    train::write_text_file(path, train::render_svg(charts));
+    formats::write_text_file(path, formats::render_svg(charts));
     written.push_back(path);
   }
   return written;

@@ -14,7 +14,7 @@
 #include "bench/suites.h"
 #include "core/cuda_runtime.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::bench {

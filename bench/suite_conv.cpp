@@ -9,10 +9,10 @@
 
 #include "bench/suites.h"
 #include "core/ops.h"
-#include "core/ops_cnn.h"
+#include "core/ops.h"
 #include "nn/nn.h"
-#include "train/models.h"
-#include "train/optim.h"
+#include "models/architecture.h"
+#include "optim/optimizer.h"
 
 namespace ember::bench {
 
@@ -136,7 +136,7 @@ void measure_step(BenchContext& ctx, int64_t B, Device device) {
   if (device.is_cuda() && !ctx.cuda()) return ctx.add(unmeasured(r, kNoCudaDevice));
   ctx.progress("conv: CNN step " + r.label + " on " + r.device);
   Generator generator(1234);
-  auto model = train::make_model(train::Architecture::cnn({32, 64}, {128}), device, generator);
+  auto model = models::make_model(models::Architecture::cnn({32, 64}, {128}), device, generator);
   model->set_input_grad(false);  // as in ember train
   optim::SGD sgd(model->parameters(), {.lr = 0.01, .momentum = 0.9, .dampening = 0, .weight_decay = 5e-4, .nesterov = true});
   nn::CrossEntropyLoss loss;

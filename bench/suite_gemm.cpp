@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "bench/suites.h"
-#include "kernels/gemm.h"
+#include "kernels/linear.h"
 
 namespace ember::bench {
 

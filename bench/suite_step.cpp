@@ -12,8 +12,8 @@
 #include "core/cuda_runtime.h"
 #include "core/guard.h"
 #include "nn/nn.h"
-#include "train/checkpoint.h"
-#include "train/optim.h"
+#include "models/architecture.h"
+#include "optim/optimizer.h"
 
 namespace ember::bench {
 
@@ -39,7 +39,7 @@ struct Trainer {
 
   explicit Trainer(Device device) {
     Generator generator(1234);  // the same weights on every device
-    model = train::make_mlp(kSizes, device, generator);
+    model = models::make_model(models::Architecture::mlp({kSizes.begin() + 1, kSizes.end() - 1}), device, generator);
     model->set_input_grad(false);  // as ember train: no gradient for the data
     ops::SgdOptions options;
     options.lr = 0.01, options.momentum = 0.9, options.nesterov = true, options.weight_decay = 1e-4;

@@ -8,7 +8,7 @@
 #include "core/cuda_runtime.h"
 
 #if EMBER_HAS_CUDA
-#include "kernels/gemm.h"
+#include "kernels/linear.h"
 #endif
 
 namespace ember::bench {

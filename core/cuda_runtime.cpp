@@ -6,10 +6,10 @@
 
 #include "core/deferred.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "base/error.h"
 
 #if EMBER_HAS_CUDA
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #endif
 
 namespace ember::cuda {

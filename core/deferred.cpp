@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember::detail {
 

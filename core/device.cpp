@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember {
 

@@ -3,7 +3,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "base/error.h"
 
 // EMBER_CUDA_CALL(expr) evaluates a kernels::cuda call; without the CUDA backend it throws (no
 // CUDA tensor can exist then, so this is unreachable in practice).

@@ -6,7 +6,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember {
 

@@ -11,7 +11,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/shape.h"
 #include "core/storage.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/cuda_runtime.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/transfer_ledger.h"
 
 namespace ember {

@@ -22,8 +22,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
-#include "train/idx.h"
+#include "base/error.h"
+#include "formats/idx.h"
 
 namespace {
 

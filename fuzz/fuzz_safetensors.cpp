@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "train/safetensors.h"
+#include "base/error.h"
+#include "formats/safetensors.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {

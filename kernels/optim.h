@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/common.h"
 #include "kernels/guard.h"
 

@@ -1,8 +1,8 @@
 // BatchNorm2d with PyTorch's parameters (weight, bias) and buffers (running_mean, running_var,
-// num_batches_tracked): batch statistics in train(), running ones in eval().
+// num_batches_tracked): batch statistics in train(), running ones in eval(); and its fused form BatchNormReLU.
 #pragma once
 
-#include "core/ops_cnn.h"
+#include "core/ops/batchnorm.h"
 #include "nn/module.h"
 
 namespace ember::nn {
@@ -12,9 +12,6 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, DType dtype = DType::F32,
                        Device device = Device::cpu());
   Tensor forward(const Tensor& x) override;
-  // forward with the ReLU that follows it fused in (Sequential uses it for BatchNorm2d -> ReLU); backward
-  // then applies the ReLU's mask itself, so the ReLU's own backward is skipped.
-  Tensor forward_relu(const Tensor& x);
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "BatchNorm2d"; }
 
@@ -27,16 +24,32 @@ class BatchNorm2d : public Module {
   const Tensor& running_var() { return buffer("running_var"); }
   const Tensor& num_batches_tracked() { return buffer("num_batches_tracked"); }
 
- private:
-  Tensor run(const Tensor& x, bool relu);
+ protected:
+  // BatchNormReLU's: a new layer, or `norm`'s parameters (shared) and buffers, with the ReLU fused in.
+  BatchNorm2d(int64_t num_features, double eps, double momentum, DType dtype, Device device, bool relu);
+  BatchNorm2d(const BatchNorm2d& norm, bool relu);
 
+ private:
   int64_t features_;
   double eps_, momentum_;
+  bool relu_ = false;
   ParameterPtr weight_, bias_;
   // What backward needs from the last forward.
-  Tensor input_, relu_output_;
+  Tensor input_;
   ops::BatchNormResult saved_;
   bool saved_training_ = true;
+};
+
+// nn.Sequential(BatchNorm2d, ReLU) as one module: one normalising pass that clamps, and a backward that applies
+// the ReLU's mask itself. Its parameters and buffers are a BatchNorm2d's, under the same names (nn/fuse.h).
+class BatchNormReLU : public BatchNorm2d {
+ public:
+  explicit BatchNormReLU(int64_t num_features, double eps = 1e-5, double momentum = 0.1, DType dtype = DType::F32,
+                         Device device = Device::cpu())
+      : BatchNorm2d(num_features, eps, momentum, dtype, device, true) {}
+  // Fuses `norm` with the ReLU after it, sharing its Parameters and taking its buffers.
+  explicit BatchNormReLU(BatchNorm2d& norm) : BatchNorm2d(norm, true) {}
+  std::string type_name() const override { return "BatchNormReLU"; }
 };
 
 }  // namespace ember::nn

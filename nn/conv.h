@@ -1,21 +1,13 @@
-// Convolution and pooling layers on NCHW batches: Conv2d (PyTorch's parameters, names and init) and
-// MaxPool2d. Wrong input is a ShapeError that names the layer's path and the (N, C, H, W) it expects.
+// Conv2d on NCHW batches, with PyTorch's parameters, names and init. Wrong input is a ShapeError that names the
+// layer's path and the (N, C, H, W) it expects.
 #pragma once
 
-#include <optional>
-
 #include "core/generator.h"
-#include "core/ops_cnn.h"
+#include "core/ops/conv.h"
 #include "nn/module.h"
+#include "nn/size2.h"
 
 namespace ember::nn {
-
-// A kernel size, stride or padding: one number for both dims (3) or {height, width}.
-struct Size2 {
-  int64_t h, w;
-  Size2(int64_t both) : h(both), w(both) {}  // NOLINT: implicit, as PyTorch takes an int or a pair
-  Size2(int64_t height, int64_t width) : h(height), w(width) {}
-};
 
 // y = conv(x, weight) + bias, weight (out, in, KH, KW) and bias (out) uniform in +-1/sqrt(in * KH * KW)
 // like PyTorch's default init, drawn from `generator`.
@@ -41,27 +33,5 @@ class Conv2d : public Module {
   ParameterPtr weight_, bias_;
   Tensor input_;  // (N, in, H, W), kept by forward for the weight gradient
 };
-
-// Max over kernel-sized windows every `stride` pixels (stride defaults to the kernel size, as in PyTorch);
-// padding counts as -inf. Keeps the argmax of each window for backward.
-class MaxPool2d : public Module {
- public:
-  explicit MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0);
-  Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& grad_out) override;
-  std::string type_name() const override { return "MaxPool2d"; }
-  const ops::Pool2dParams& params() const { return params_; }
-
- private:
-  ops::Pool2dParams params_;
-  Tensor argmax_;  // (N, C, OH, OW) int32
-  Shape input_shape_;
-};
-
-namespace detail {
-// ShapeError "<path> (<type>) expects input of shape (N, <channels>, H, W) with H >= min_h and W >= min_w
-// (<why>), but got <shape>" unless x is 4-d with `channels` channels (-1: any) and fits.
-void check_nchw(const Module& m, const Tensor& x, int64_t channels, int64_t min_h, int64_t min_w, const std::string& why);
-}  // namespace detail
 
 }  // namespace ember::nn

@@ -42,6 +42,14 @@ ParameterPtr Module::register_parameter(const std::string& name, Tensor value) {
   return p;
 }
 
+ParameterPtr Module::register_parameter(const std::string& name, ParameterPtr shared) {
+  check_name(name, "parameter");
+  check_unique(name);
+  EMBER_CHECK(shared != nullptr && shared->value.defined(), ValueError, "parameter '", name, "' must be defined");
+  parameters_.emplace_back(name, shared);
+  return shared;
+}
+
 void Module::register_buffer(const std::string& name, Tensor value) {
   check_name(name, "buffer");
   check_unique(name);
@@ -60,6 +68,14 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   EMBER_CHECK(module != nullptr, ValueError, "register_module('", name, "'): the module is null");
   module->set_path(path_ + "." + name);
   children_.emplace_back(name, std::move(module));
+}
+
+void Module::replace_child(size_t i, std::shared_ptr<Module> module) {
+  EMBER_CHECK(i < children_.size(), ValueError, path_, " (", type_name(), ") has ", children_.size(),
+              " children; there is no child ", i, " to replace");
+  EMBER_CHECK(module != nullptr, ValueError, "replace_child(", i, "): the module is null");
+  module->set_path(path_ + "." + children_[i].first);
+  children_[i].second = std::move(module);
 }
 
 void Module::set_path(const std::string& path) {
@@ -207,6 +223,14 @@ void Module::check_input(const Tensor& x, int64_t features) const {
     EMBER_CHECK(x.dtype() == dtype, DTypeError, path_, " (", type_name(), ") has ", dtype_name(dtype),
                 " parameters but got a ", dtype_name(x.dtype()), " input; convert it with .to(", dtype_name(dtype), ")");
   }
+}
+
+void Module::check_nchw(const Tensor& x, int64_t channels, int64_t min_h, int64_t min_w, const std::string& why) const {
+  const bool fits = x.dim() == 4 && (channels < 0 || x.size(1) == channels) && x.size(2) >= min_h && x.size(3) >= min_w;
+  if (fits) return;
+  throw ShapeError(ember::detail::concat(path_, " (", type_name(), ") expects input of shape (N, ",
+                                         channels < 0 ? std::string("C") : std::to_string(channels), ", H, W) with H >= ",
+                                         min_h, " and W >= ", min_w, " (", why, "), but got ", shape_str(x.shape())));
 }
 
 void Module::check_forward_ran(bool ran) const {

@@ -80,6 +80,8 @@ class Module {
   Module() = default;
 
   ParameterPtr register_parameter(const std::string& name, Tensor value);
+  // Registers a Parameter another module holds too (a fused module taking over its originals' parameters).
+  ParameterPtr register_parameter(const std::string& name, ParameterPtr shared);
   void register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -87,10 +89,15 @@ class Module {
     return module;
   }
   Tensor& buffer(const std::string& name);
+  // Puts `module` in the place of child i, under child i's name.
+  void replace_child(size_t i, std::shared_ptr<Module> module);
 
   // Throws DeviceMismatchError if x is not on this module's device (naming the module path and
   // type, both devices and the fix), and ShapeError if x's last dim is not `features` (-1: any).
   void check_input(const Tensor& x, int64_t features = -1) const;
+  // ShapeError "<path> (<type>) expects input of shape (N, <channels>, H, W) with H >= min_h and W >= min_w
+  // (<why>), but got <shape>" unless x is 4-d with `channels` channels (-1: any) and fits.
+  void check_nchw(const Tensor& x, int64_t channels, int64_t min_h, int64_t min_w, const std::string& why) const;
   // Throws ValueError when backward() runs without a preceding forward().
   void check_forward_ran(bool ran) const;
 

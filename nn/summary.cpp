@@ -106,16 +106,16 @@ ModelSummary summarize(Module& model, const Shape& input_shape) {
 std::string ModelSummary::table() const {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-18s %-12s %-16s %12s %12s  %s\n", "layer", "type", "output shape", "params",
+  std::snprintf(line, sizeof line, "%-18s %-14s %-16s %12s %12s  %s\n", "layer", "type", "output shape", "params",
                 "bytes", "device");
-  out << line << std::string(84, '-') << '\n';
+  out << line << std::string(86, '-') << '\n';
   for (const auto& l : layers) {
-    std::snprintf(line, sizeof line, "%-18s %-12s %-16s %12lld %12s  %s\n", l.path.c_str(), l.type.c_str(),
+    std::snprintf(line, sizeof line, "%-18s %-14s %-16s %12lld %12s  %s\n", l.path.c_str(), l.type.c_str(),
                   shape_str(l.output_shape).c_str(), static_cast<long long>(l.parameters),
                   human_bytes(l.parameter_bytes).c_str(), l.device.str().c_str());
     out << line;
   }
-  out << std::string(84, '-') << '\n';
+  out << std::string(86, '-') << '\n';
   out << "parameters: " << parameters << " (" << human_bytes(parameter_bytes) << ", as much again for gradients)\n";
   out << "input: " << human_bytes(input_bytes) << ", activations of one forward pass: " << human_bytes(activation_bytes)
       << '\n';

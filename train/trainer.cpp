@@ -15,8 +15,8 @@
 #include "nn/loss.h"
 #include "nn/summary.h"
 #include "train/checkpoint.h"
-#include "train/data_loader.h"
-#include "train/distributed.h"
+#include "data/loader.h"
+#include "distributed/ddp.h"
 #include "train/trainer_support.h"
 
 namespace ember::train {
@@ -129,7 +129,7 @@ class Trainer {
   void build_model();
   void print_header();
   EpochMetrics train_epoch(int64_t epoch);
-  void step(const Batch& batch);
+  void step(const data::Batch& batch);
   // Sums over the first `steps` steps of the epoch whose loss is finite: {loss * rows, correct, rows}, with the
   // global batch's loss and rows and this rank's correct count.
   std::vector<double> epoch_sums(int64_t steps);
@@ -142,16 +142,16 @@ class Trainer {
   std::vector<EpochMetrics> history_;
   TrainConfig cfg_;
   bool resuming_;
-  Dataset train_set_, test_set_;
-  Architecture arch_;
+  data::Dataset train_set_, test_set_;
+  models::Architecture arch_;
   Generator generator_;  // initial weights, then the dropout masks: lives as long as the model
   std::shared_ptr<nn::Sequential> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<NonFiniteGuard> guard_;
   std::unique_ptr<Watched> watched_;
-  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
   nn::CrossEntropyLoss ce_;
   int64_t step_ = 0, steps_per_epoch_ = 0;
   // Per-step loss and correct count stay on the device; the host reads them to draw progress and at the
@@ -166,13 +166,13 @@ class Trainer {
 Trainer::Trainer(const TrainConfig& requested, std::ostream& log, dist::Communicator& comm)
     : comm_(comm), log_(log), cfg_(resolve_config(requested, &resume_, &history_)),
       resuming_(!requested.resume_dir.empty()), generator_(cfg_.seed) {
-  train_set_ = load_fashion_mnist(cfg_.data_dir, Split::Train, cfg_.limit);
-  test_set_ = load_fashion_mnist(cfg_.data_dir, Split::Test);
+  train_set_ = data::load_fashion_mnist(cfg_.data_dir, data::Split::Train, cfg_.limit);
+  test_set_ = data::load_fashion_mnist(cfg_.data_dir, data::Split::Test);
   build_model();
   optimizer_ = internal::make_optimizer(cfg_, *model_);
   if (resuming_) optimizer_->load_state_dict(resume_.optimizer);
-  loader_ = std::make_unique<DataLoader>(
-      train_set_, DataLoaderOptions{.batch_size = cfg_.batch_size, .shuffle = cfg_.shuffle, .seed = cfg_.seed,
+  loader_ = std::make_unique<data::DataLoader>(
+      train_set_, data::DataLoaderOptions{.batch_size = cfg_.batch_size, .shuffle = cfg_.shuffle, .seed = cfg_.seed,
                                     .drop_last = false, .device = cfg_.device, .pin_memory = cfg_.pin_memory,
                                     .shard_rank = comm_.rank(), .shard_count = comm_.size()});
   steps_per_epoch_ = loader_->batches_per_epoch();
@@ -184,7 +184,7 @@ Trainer::Trainer(const TrainConfig& requested, std::ostream& log, dist::Communic
       cfg_.device, cfg_.skip_nonfinite ? NonFiniteGuard::Mode::Skip : NonFiniteGuard::Mode::Stop);
   optimizer_->set_guard(guard_.get());
   watched_ = std::make_unique<Watched>(*model_);
-  reducer_ = std::make_unique<GradientReducer>(comm_, *model_, cfg_.bucket_kb * 1024);
+  reducer_ = std::make_unique<dist::GradientReducer>(comm_, *model_, cfg_.bucket_kb * 1024);
   step_loss_ = Tensor::empty({steps_per_epoch_}, DType::F32, cfg_.device);
   step_correct_ = Tensor::empty({steps_per_epoch_}, DType::I64, cfg_.device);
   step_rows_.assign(static_cast<size_t>(steps_per_epoch_), 0);
@@ -194,15 +194,15 @@ void Trainer::build_model() {
   arch_ = internal::architecture_of(cfg_);
   const std::string weights = resuming_ ? cfg_.resume_dir + "/model.safetensors" : cfg_.init_path;
   if (weights.empty()) {
-    model_ = make_model(arch_, cfg_.device, generator_);
+    model_ = models::make_model(arch_, cfg_.device, generator_);
   } else {
     // The checkpoint's architecture wins over --model/--hidden/--channels.
-    Network loaded = load_network(weights, cfg_.device, cfg_.dropout, generator_);
+    models::Network loaded = models::load_model(weights, cfg_.device, cfg_.dropout, generator_);
     if (resuming_) generator_.set_state(cfg_.seed, resume_.rng_offset);  // dropout continues where it stopped
     EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == train_set_.sample_numel() &&
-                    loaded.arch.classes == kFashionMnistClasses,
+                    loaded.arch.classes == data::kFashionMnistClasses,
                 FormatError, weights, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
-                train_set_.sample_numel(), " inputs and ", kFashionMnistClasses, " outputs");
+                train_set_.sample_numel(), " inputs and ", data::kFashionMnistClasses, " outputs");
     model_ = loaded.model;
     arch_ = loaded.arch;
     cfg_.model = arch_.kind;
@@ -210,7 +210,7 @@ void Trainer::build_model() {
     if (arch_.is_cnn()) cfg_.channels = arch_.channels;
   }
   model_->set_input_grad(false);  // the input is data: the first layer skips its dx GEMM, as PyTorch does
-  broadcast_state(comm_, *model_);  // every rank starts from rank 0's weights, as DDP does
+  dist::broadcast_state(comm_, *model_);  // every rank starts from rank 0's weights, as DDP does
   generator_.set_state(cfg_.seed, generator_.offset() + static_cast<uint64_t>(comm_.rank()) * kRankStreamStride);
 }
 
@@ -230,7 +230,7 @@ void Trainer::print_header() {
   log_ << nn::summarize(*model_, arch_.batch_shape(cfg_.batch_size)).table();
 }
 
-void Trainer::step(const Batch& batch) {
+void Trainer::step(const data::Batch& batch) {
   optimizer_->set_lr(schedule_->lr_at(step_));
   optimizer_->zero_grad();
   Tensor loss, correct;
@@ -281,7 +281,7 @@ EpochMetrics Trainer::train_epoch(int64_t epoch) {
   loader_->start_epoch(epoch - 1);
   const int64_t skipped_before = cfg_.skip_nonfinite ? guard_->report().count : 0;
   int64_t samples = 0;
-  Batch batch;
+  data::Batch batch;
   while (loader_->next(batch)) {
     step(batch);
     samples += batch.global_size;
@@ -326,8 +326,8 @@ EvalResult Trainer::evaluate_test() {
   // BatchNorm's running statistics followed each rank's own batches: rank 0's are the model's (DDP
   // broadcasts them before every forward; once an epoch is enough for evaluation and checkpoints).
   for (auto& [name, b] : model_->named_buffers()) comm_.broadcast(b, 0);
-  const Dataset part = test_set_.shard(comm_.rank(), comm_.size());
-  EvalResult local = evaluate(*model_, part, 1000, false, kFashionMnistClasses, arch_.sample_shape());
+  const data::Dataset part = test_set_.shard(comm_.rank(), comm_.size());
+  EvalResult local = evaluate(*model_, part, 1000, false, data::kFashionMnistClasses, arch_.sample_shape());
   if (comm_.size() == 1) return local;
   const double n = double(local.samples);
   const std::vector<double> s = comm_.all_reduce_sum({local.loss * n, local.accuracy * n, n});
@@ -350,14 +350,14 @@ void Trainer::end_epoch(const EpochMetrics& m) {
                   m.samples_per_second);
     log_ << line << std::flush;
   }
-  if (comm_.size() > 1) checksum_ = check_same_parameters(comm_, *model_, detail::concat("after epoch ", m.epoch));
+  if (comm_.size() > 1) checksum_ = dist::check_same_parameters(comm_, *model_, detail::concat("after epoch ", m.epoch));
   result_.transfers = internal::ledger_since(ledger_start_);
   if (!leader()) return;  // rank 0 alone writes the run's files
   // A checkpoint after every epoch, each file written atomically.
   json hist = json::array();
   for (const auto& h : history_) hist.push_back(internal::epoch_json(h));
   const uint64_t rng_offset = generator_.offset() - static_cast<uint64_t>(comm_.rank()) * kRankStreamStride;
-  save_network(cfg_.out_dir + "/model.safetensors", *model_, arch_);
+  models::save_model(cfg_.out_dir + "/model.safetensors", *model_, arch_);
   save_training_state(cfg_.out_dir + "/state.safetensors",
                       {optimizer_->state_dict(), m.epoch, step_, rng_offset, cfg_.to_json(), hist.dump()});
   internal::write_run_files(cfg_.out_dir, cfg_, history_, result_.transfers);
@@ -406,18 +406,18 @@ TrainResult Trainer::run() {
 
 }  // namespace
 
-EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, bool confusion, int64_t num_classes,
+EvalResult evaluate(nn::Module& model, const data::Dataset& data, int64_t batch_size, bool confusion, int64_t num_classes,
                     const Shape& sample_shape) {
   bool was_training = model.is_training();
   model.eval();
   Device device = model.device();
-  DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .seed = 0, .drop_last = false, .device = device});
+  data::DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .seed = 0, .drop_last = false, .device = device});
   Tensor loss_sum = Tensor::zeros({}, DType::F32, device), correct = Tensor::zeros({}, DType::F32, device);
   EvalResult r;
   if (confusion) r.confusion.assign(num_classes, std::vector<int64_t>(num_classes, 0));
   const int64_t* labels = data.labels.data<int64_t>();
   nn::CrossEntropyLoss ce;
-  Batch batch;
+  data::Batch batch;
   int64_t seen = 0;
   while (loader.next(batch)) {
     Shape shape{batch.size()};

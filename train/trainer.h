@@ -9,15 +9,15 @@
 
 #include "core/device.h"
 #include "core/transfer_ledger.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "nn/module.h"
-#include "train/dataset.h"
-#include "train/distributed.h"
+#include "data/dataset.h"
+#include "distributed/ddp.h"
 
 namespace ember::train {
 
 struct TrainConfig {
-  std::string data_dir = default_fashion_mnist_dir();
+  std::string data_dir = data::default_fashion_mnist_dir();
   Device device = Device::cpu();
   int64_t epochs = 20;
   int64_t batch_size = 128;
@@ -64,7 +64,7 @@ struct TrainResult {
   double test_loss = 0, test_accuracy = 0;
   double seconds = 0, samples_per_second = 0;  // this invocation's training time and throughput
   std::array<TransferStats, 3> transfers{};    // H2D, D2H, D2D during this invocation
-  AllReduceStats all_reduce;                   // this rank's gradient all-reduces (data-parallel runs)
+  dist::AllReduceStats all_reduce;                   // this rank's gradient all-reduces (data-parallel runs)
 };
 
 struct EvalResult {
@@ -85,7 +85,7 @@ TrainResult train_model(const TrainConfig& config, std::ostream& log, dist::Comm
 // Loss and accuracy of `model` on `data` (batches on the model's device, each sample viewed as
 // `sample_shape`: (784) for an MLP, (1, 28, 28) for a CNN); with `confusion`, the confusion matrix and
 // per-class accuracy too.
-EvalResult evaluate(nn::Module& model, const Dataset& data, int64_t batch_size, bool confusion,
-                    int64_t num_classes = kFashionMnistClasses, const Shape& sample_shape = {});
+EvalResult evaluate(nn::Module& model, const data::Dataset& data, int64_t batch_size, bool confusion,
+                    int64_t num_classes = data::kFashionMnistClasses, const Shape& sample_shape = {});
 
 }  // namespace ember::train

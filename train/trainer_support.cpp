@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "train/checkpoint.h"
-#include "train/svg.h"
+#include "formats/svg.h"
 
 namespace ember::train {
 
@@ -91,8 +91,8 @@ json transfers_json(const std::array<TransferStats, 3>& t) {
   return out;
 }
 
-Architecture architecture_of(const TrainConfig& c) {
-  Architecture a = c.model == "cnn" ? Architecture::cnn(c.channels, c.hidden) : Architecture::mlp(c.hidden);
+models::Architecture architecture_of(const TrainConfig& c) {
+  models::Architecture a = c.model == "cnn" ? models::Architecture::cnn(c.channels, c.hidden) : models::Architecture::mlp(c.hidden);
   a.kind = c.model;
   a.dropout = c.dropout;
   return a;
@@ -161,21 +161,21 @@ void write_run_files(const std::string& dir, const TrainConfig& c, const std::ve
                   m.train_loss, m.train_accuracy, m.test_loss, m.test_accuracy, m.seconds, m.samples_per_second, m.lr);
     csv << line;
   }
-  write_text_file(dir + "/metrics.csv", csv.str());
-  SvgChart loss{"loss", "epoch", "cross-entropy", false, false, {{"train", {}}, {"test", {}}}};
-  SvgChart acc{"accuracy", "epoch", "accuracy", false, false, {{"train", {}}, {"test", {}}}};
+  formats::write_text_file(dir + "/metrics.csv", csv.str());
+  formats::SvgChart loss{"loss", "epoch", "cross-entropy", false, false, {{"train", {}}, {"test", {}}}};
+  formats::SvgChart acc{"accuracy", "epoch", "accuracy", false, false, {{"train", {}}, {"test", {}}}};
   for (const auto& m : history) {
     loss.series[0].points.emplace_back(m.epoch, m.train_loss);
     loss.series[1].points.emplace_back(m.epoch, m.test_loss);
     acc.series[0].points.emplace_back(m.epoch, m.train_accuracy);
     acc.series[1].points.emplace_back(m.epoch, m.test_accuracy);
   }
-  write_text_file(dir + "/metrics.svg", render_svg({loss, acc}));
+  formats::write_text_file(dir + "/metrics.svg", formats::render_svg({loss, acc}));
   if (!c.metrics_json.empty()) {
     json j{{"device", c.device.str()}, {"config", json::parse(c.to_json())}, {"transfers", transfers_json(transfers)},
            {"epochs", json::array()}};
     for (const auto& m : history) j["epochs"].push_back(epoch_json(m));
-    write_text_file(c.metrics_json, j.dump(2) + "\n");
+    formats::write_text_file(c.metrics_json, j.dump(2) + "\n");
   }
 }
 

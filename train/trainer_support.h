@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "train/models.h"
-#include "train/optim.h"
+#include "models/io.h"
+#include "optim/optimizer.h"
 #include "train/trainer.h"
 
 namespace ember::train::internal {
@@ -18,7 +18,7 @@ namespace ember::train::internal {
 using json = nlohmann::json;
 
 void validate(const TrainConfig& c);
-Architecture architecture_of(const TrainConfig& c);
+models::Architecture architecture_of(const TrainConfig& c);
 std::unique_ptr<optim::LrSchedule> make_schedule(const TrainConfig& c, int64_t steps_per_epoch);
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, nn::Module& model);
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::kernels {

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/gemm.h"
+#include "kernels/linear.h"
 
 namespace ember::kernels {
 

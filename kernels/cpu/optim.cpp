@@ -5,7 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::kernels::cpu {

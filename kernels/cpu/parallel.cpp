@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/region_profile.h"
 
 namespace ember::kernels::cpu {

@@ -11,7 +11,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::kernels {

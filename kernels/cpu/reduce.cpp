@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember::kernels::cpu {
 

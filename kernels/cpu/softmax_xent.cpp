@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember::kernels::cpu {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/batchnorm.h"
 #include "kernels/cuda/block_sum.cuh"
 #include "kernels/cuda/launch.cuh"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/conv.h"
 #include "kernels/cuda/block_sum.cuh"
 #include "kernels/cuda/launch.cuh"

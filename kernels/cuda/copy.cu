@@ -1,5 +1,5 @@
 // CUDA copy kernels: strided gather into contiguous memory, and dtype casts.
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/launch.cuh"
 

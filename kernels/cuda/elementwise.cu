@@ -1,5 +1,5 @@
 // CUDA elementwise kernels: grid-stride loops over contiguous arrays (memory-bound; one pass each).
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/elementwise.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/guard.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/cuda_check.h"
-#include "core/error.h"
+#include "base/cuda_check.h"
+#include "base/error.h"
 #include "kernels/optim.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/pool.h"
 

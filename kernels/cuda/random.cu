@@ -1,5 +1,5 @@
 // CUDA random kernels: the same Philox stream as the CPU twins, one value per thread.
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/philox.h"
 #include "kernels/random.h"
 #include "kernels/cuda/launch.cuh"

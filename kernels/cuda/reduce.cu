@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/cuda_check.h"
-#include "core/error.h"
+#include "base/cuda_check.h"
+#include "base/error.h"
 #include "kernels/reduce.h"
 #include "kernels/cuda/block_sum.cuh"
 #include "kernels/cuda/launch.cuh"

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/cuda_check.h"
-#include "core/error.h"
+#include "base/cuda_check.h"
+#include "base/error.h"
 #include "kernels/softmax_xent.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -11,8 +11,9 @@
 #include <string>
 
 #include "support/run_ember.h"
+#include "models/io.h"
 #include "train/checkpoint.h"
-#include "train/dataset.h"
+#include "data/dataset.h"
 
 namespace fs = std::filesystem;
 using ember::test::fresh_dir;
@@ -103,8 +104,8 @@ TEST_CASE("ember train --model cnn: summary with conv shapes, eval and predict r
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("1x28x28-c32-c64-128-10 CNN") &&
-                           Catch::Contains("model.0            Conv2d       [128, 32, 28, 28]          320") &&
-                           Catch::Contains("BatchNorm2d") && Catch::Contains("[128, 64, 7, 7]") &&
+                           Catch::Contains("model.0            Conv2d         [128, 32, 28, 28]          320") &&
+                           Catch::Contains("model.1            BatchNormReLU  [128, 32, 28, 28]           64") && Catch::Contains("[128, 64, 7, 7]") &&
                            Catch::Contains("estimated training memory"));
   const std::string model = (dir / "model.safetensors").string();
   Run e = run_ember("eval --device cpu --json --checkpoint " + model);
@@ -301,8 +302,8 @@ TEST_CASE("With --skip-nonfinite the flagged steps are skipped: the model is the
   INFO(shorter.output);
   REQUIRE(shorter.code == 0);
 
-  auto skipped = ember::train::load_mlp((skip_dir / "model.safetensors").string());
-  auto reference = ember::train::load_mlp((short_dir / "model.safetensors").string());
+  auto skipped = ember::models::load_model((skip_dir / "model.safetensors").string());
+  auto reference = ember::models::load_model((short_dir / "model.safetensors").string());
   auto a = skipped.model->named_parameters(), b = reference.model->named_parameters();
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {

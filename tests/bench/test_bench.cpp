@@ -19,7 +19,7 @@
 #include "bench/report.h"
 #include "bench/suites.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "support/run_ember.h"
 
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/device.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tensor.h"
 
 using namespace ember;

@@ -11,7 +11,7 @@
 
 #include "core/device.h"
 #include "core/storage.h"
-#include "kernels/gemm.h"
+#include "kernels/linear.h"
 
 int main(int argc, char** argv) {
   if (!ember::cuda::is_available()) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "support/run_ember.h"
-#include "train/dataset.h"
+#include "data/dataset.h"
 
 namespace fs = std::filesystem;
 
@@ -31,7 +31,7 @@ nlohmann::json train(const std::string& device, const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("ember train --device cuda trains like the host run of the same seed", "[cuda][apps]") {
-  if (!fs::exists(fs::path(ember::train::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz")) {
+  if (!fs::exists(fs::path(ember::data::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz")) {
     WARN("dataset-fashion-mnist is not installed; `make test` installs it");
     return;
   }
@@ -54,7 +54,7 @@ TEST_CASE("ember train --device cuda trains like the host run of the same seed",
 #if EMBER_HAS_MPI
 TEST_CASE("mpirun -np 2 ember train --device cuda:0: device gradients summed over MPI train like one process",
           "[cuda][apps][mpi]") {
-  if (!fs::exists(fs::path(ember::train::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz")) {
+  if (!fs::exists(fs::path(ember::data::default_fashion_mnist_dir()) / "train-images-idx3-ubyte.gz")) {
     WARN("dataset-fashion-mnist is not installed; `make test` installs it");
     return;
   }

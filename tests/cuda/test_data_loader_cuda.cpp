@@ -8,10 +8,10 @@
 #include "core/ops.h"
 #include "core/storage.h"
 #include "core/transfer_ledger.h"
-#include "train/data_loader.h"
+#include "data/loader.h"
 
 using namespace ember;
-using namespace ember::train;
+using namespace ember::data;
 
 namespace {
 

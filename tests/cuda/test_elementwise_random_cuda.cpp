@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
 #include "kernels/random.h"

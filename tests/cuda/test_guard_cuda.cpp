@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "core/cuda_check.h"
-#include "core/error.h"
+#include "base/cuda_check.h"
+#include "base/error.h"
 #include "core/guard.h"
 #include "core/tensor.h"
 #include "kernels/guard.h"

@@ -8,7 +8,7 @@
 #include "core/transfer_ledger.h"
 #include "nn/nn.h"
 #include "support/gradcheck.h"
-#include "train/optim.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 

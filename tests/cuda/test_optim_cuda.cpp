@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "core/cuda_check.h"
-#include "core/error.h"
+#include "base/cuda_check.h"
+#include "base/error.h"
 #include "kernels/optim.h"
 #include "support/compare.h"
 #include "support/data.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/softmax_xent.h"
 #include "support/compare.h"
 #include "support/data.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/batchnorm.h"
 #include "support/cnn_reference.h"
 #include "support/data.h"

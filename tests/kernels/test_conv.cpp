@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/conv.h"
 #include "support/cnn_reference.h"
 #include "support/data.h"

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/guard.h"
 #include "kernels/optim.h"
 #include "support/data.h"

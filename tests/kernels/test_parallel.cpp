@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 #include "support/threads.h"
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/pool.h"
 #include "support/cnn_reference.h"
 #include "support/data.h"

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/softmax_xent.h"
 #include "support/compare.h"
 #include "support/data.h"

@@ -9,7 +9,7 @@
 #include "support/cnn_gradcheck.h"
 #include "support/compare.h"
 #include "support/gradcheck.h"
-#include "train/optim.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 using namespace ember::nn;
@@ -26,7 +26,7 @@ Tensor fill(const Shape& shape, double a, double b, double scale = 0.5, double o
 template <size_t N> std::vector<double> vec(const double (&a)[N]) { return std::vector<double>(a, a + N); }
 std::vector<double> f64(const Tensor& t) { return t.to(Device::cpu()).to(DType::F64).to_vector<double>(); }
 
-// The stack of tests/data/torch/make_cnn_fixture.py, with its closed-form weights.
+// The stack of tests/fixtures/torch/make_cnn_fixture.py, with its closed-form weights.
 std::shared_ptr<Sequential> fixture_model(DType dtype) {
   auto model = std::make_shared<Sequential>(
       std::make_shared<Conv2d>(2, 4, 3, 1, 1, true, dtype), std::make_shared<BatchNorm2d>(4, 1e-5, 0.1, dtype),
@@ -39,29 +39,6 @@ std::shared_ptr<Sequential> fixture_model(DType dtype) {
       {"6.weight", fill({5, 16}, 0.71, 0.3)},       {"6.bias", fill({5}, 2.1, 0.4)}};
   for (auto& [name, p] : model->named_parameters()) p->value.copy_from(values.at(name).to(dtype));
   return model;
-}
-
-// f(x) = sum(m(x) * R) checked against m.backward(R) for the input and every parameter, in float64.
-void gradcheck_module(Module& m, const Tensor& x) {
-  m.zero_grad();
-  Tensor y = m.forward(x);
-  const Tensor r = Tensor::randn(y.shape(), 17, DType::F64);
-  const Tensor dx = m.backward(r);
-  auto f_of = [&](Tensor& target) {
-    return [&m, &target, &x, &r](const std::vector<double>& v) {
-      Tensor saved = target.clone();
-      target.copy_from(Tensor::from_vector(v, target.shape()));
-      const double s = ops::sum(ops::mul(m.forward(x), r)).item<double>();
-      target.copy_from(saved);
-      return s;
-    };
-  };
-  Tensor input = x;
-  REQUIRE_GRADCHECK(f_of(input), x.to_vector<double>(), dx.to_vector<double>());
-  for (auto& [name, p] : m.named_parameters()) {
-    INFO(name);
-    REQUIRE_GRADCHECK(f_of(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
-  }
 }
 
 }  // namespace
@@ -186,22 +163,23 @@ TEST_CASE("The summary of a CNN on the meta device: conv shapes, parameters and 
 TEST_CASE("Float64 gradient checks of Conv2d, MaxPool2d and BatchNorm2d (both modes) as modules", "[nn]") {
   manual_seed(5);
   Conv2d strided(3, 2, {3, 2}, {2, 1}, {1, 0}, true, DType::F64);
-  gradcheck_module(strided, Tensor::randn({1, 3, 7, 6}, 1, DType::F64));  // batch 1, odd sizes
+  ember::test::gradcheck_module(strided, Tensor::randn({1, 3, 7, 6}, 1, DType::F64));  // batch 1, odd sizes
   Conv2d plain(2, 3, 3, 1, 1, true, DType::F64);
-  gradcheck_module(plain, Tensor::randn({2, 2, 5, 5}, 2, DType::F64));
+  ember::test::gradcheck_module(plain, Tensor::randn({2, 2, 5, 5}, 2, DType::F64));
   MaxPool2d pool(3, 2, 1);
-  gradcheck_module(pool, Tensor::randn({2, 2, 7, 7}, 3, DType::F64));
+  ember::test::gradcheck_module(pool, Tensor::randn({2, 2, 7, 7}, 3, DType::F64));
   BatchNorm2d bn(3, 1e-5, 0.1, DType::F64);
   bn.weight()->value.copy_from(Tensor::from_vector<double>({0.5, 1.5, -1.0}, {3}));
-  gradcheck_module(bn, Tensor::randn({2, 3, 3, 5}, 4, DType::F64));
+  ember::test::gradcheck_module(bn, Tensor::randn({2, 3, 3, 5}, 4, DType::F64));
   bn.eval();
-  gradcheck_module(bn, Tensor::randn({2, 3, 3, 5}, 5, DType::F64));
+  ember::test::gradcheck_module(bn, Tensor::randn({2, 3, 3, 5}, 5, DType::F64));
 }
 
 TEST_CASE("Float64 gradient check of a whole CNN through cross-entropy (fused BatchNorm -> ReLU)", "[nn]") {
   for (bool training : {true, false}) {
     INFO("training " << training);
     auto model = fixture_model(DType::F64);
+    REQUIRE(fuse(*model) == 1);
     model->train(training);
     Tensor x = fill({3, 2, 7, 6}, 0.53, 0.5, 2.0).to(DType::F64);
     Tensor labels = Tensor::from_vector<int64_t>({0, 4, 2}, {3});

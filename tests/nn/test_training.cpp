@@ -9,7 +9,7 @@
 #include "nn/nn.h"
 #include "support/compare.h"
 #include "support/gradcheck.h"
-#include "train/optim.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 using namespace ember::nn;

@@ -15,13 +15,15 @@ namespace ember::test {
 // -> conv (2, 3) pad (0, 1) -> (3, 4, 2, 2) -> BN -> flatten 16 -> linear 5.
 inline std::shared_ptr<nn::Sequential> gradcheck_cnn(Device device) {
   Generator gen(21);
-  return std::make_shared<nn::Sequential>(
+  auto model = std::make_shared<nn::Sequential>(
       std::make_shared<nn::Conv2d>(2, 3, 3, 2, 1, true, DType::F64, device, gen),
       std::make_shared<nn::BatchNorm2d>(3, 1e-5, 0.1, DType::F64, device), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::MaxPool2d>(3, 2, 1),
       std::make_shared<nn::Conv2d>(3, 4, nn::Size2{2, 3}, 1, nn::Size2{0, 1}, true, DType::F64, device, gen),
       std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, DType::F64, device), std::make_shared<nn::Flatten>(),
       std::make_shared<nn::Linear>(16, 5, true, DType::F64, device, gen));
+  nn::fuse(*model);  // the first BatchNorm2d -> ReLU becomes a BatchNormReLU
+  return model;
 }
 
 // Checks dL/dx and every parameter's gradient of L = cross-entropy(model(x), labels) against central differences,

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/cuda_check.h"
+#include "base/cuda_check.h"
 
 namespace ember::test {
 

@@ -9,6 +9,9 @@
 #include <sstream>
 #include <vector>
 
+#include "core/ops.h"
+#include "nn/module.h"
+
 namespace ember::test {
 
 struct GradCheck {
@@ -63,3 +66,30 @@ inline GradCheck gradcheck(const std::function<double(const std::vector<double>&
     INFO(ember_gc_.report);                                                  \
     REQUIRE(ember_gc_.ok);                                                   \
   } while (0)
+
+namespace ember::test {
+
+// f(x) = sum(m(x) * R) checked against m.backward(R) for the input and every parameter, in float64.
+inline void gradcheck_module(nn::Module& m, const Tensor& x) {
+  m.zero_grad();
+  Tensor y = m.forward(x);
+  const Tensor r = Tensor::randn(y.shape(), 17, DType::F64);
+  const Tensor dx = m.backward(r);
+  auto f_of = [&](Tensor& target) {
+    return [&m, &target, &x, &r](const std::vector<double>& v) {
+      Tensor saved = target.clone();
+      target.copy_from(Tensor::from_vector(v, target.shape()));
+      const double s = ops::sum(ops::mul(m.forward(x), r)).item<double>();
+      target.copy_from(saved);
+      return s;
+    };
+  };
+  Tensor input = x;
+  REQUIRE_GRADCHECK(f_of(input), x.to_vector<double>(), dx.to_vector<double>());
+  for (auto& [name, p] : m.named_parameters()) {
+    INFO(name);
+    REQUIRE_GRADCHECK(f_of(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
+  }
+}
+
+}  // namespace ember::test

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/dataset.h"
+#include "data/dataset.h"
 
 namespace ember::test {
 
@@ -36,7 +36,7 @@ inline EmberRun run_ember(const std::string& args) { return run_command(std::str
 
 // Whether Debian's dataset-fashion-mnist (or $EMBER_FASHION_MNIST_DIR) is there for a training run.
 inline bool have_dataset() {
-  return std::filesystem::exists(std::filesystem::path(train::default_fashion_mnist_dir()) /
+  return std::filesystem::exists(std::filesystem::path(data::default_fashion_mnist_dir()) /
                                  "train-images-idx3-ubyte.gz");
 }
 

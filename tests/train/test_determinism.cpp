@@ -5,9 +5,9 @@
 
 #include "core/ops.h"
 #include "nn/loss.h"
-#include "train/checkpoint.h"
+#include "models/architecture.h"
 #include "support/threads.h"
-#include "train/optim.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 
@@ -16,7 +16,7 @@ namespace {
 // 100 SGD steps of a 784-64-10 MLP on seeded synthetic batches; returns every loss.
 std::vector<float> hundred_steps(uint64_t seed) {
   Generator init(seed);
-  auto model = train::make_mlp({784, 64, 10}, Device::cpu(), init);
+  auto model = models::make_model(models::Architecture::mlp({64}), Device::cpu(), init);
   optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4, .nesterov = true});
   nn::CrossEntropyLoss ce;
   std::vector<float> losses;
@@ -46,7 +46,7 @@ namespace {
 std::vector<std::vector<float>> trained_weights(int threads) {
   test::ThreadsScope scope(threads);
   Generator init(7);
-  auto model = train::make_mlp({784, 256, 128, 10}, Device::cpu(), init);
+  auto model = models::make_model(models::Architecture::mlp({256, 128}), Device::cpu(), init);
   model->set_input_grad(false);
   optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4, .nesterov = true});
   nn::CrossEntropyLoss ce;

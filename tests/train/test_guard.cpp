@@ -10,7 +10,7 @@
 
 #include "core/guard.h"
 #include "nn/nn.h"
-#include "train/optim.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 

@@ -1,0 +1,197 @@
+// safetensors writer: the header laid out as the reference writer does, then atomic, fsynced saves.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <unordered_set>
+
+#include "formats/safetensors.h"
+#include "formats/safetensors_detail.h"
+
+namespace ember::formats {
+
+using detail::errno_text;
+using detail::Fd;
+using detail::json;
+using detail::kSupported;
+using detail::quote;
+
+namespace {
+
+const char* safetensors_code(DType dtype) {
+  for (const auto& d : kSupported)
+    if (d.dtype == dtype) return d.code;
+  throw InternalError("safetensors_code: unknown dtype");
+}
+
+bool write_full(int fd, const void* src, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const size_t chunk = std::min<size_t>(n - done, size_t{1} << 30);
+    const ssize_t w = ::write(fd, static_cast<const char*>(src) + done, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Header JSON as the reference writer lays it out ("__metadata__" first, then tensors with dtype,
+// shape, data_offsets, no spaces), padded with spaces to a multiple of 8 so the data is aligned.
+std::string build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  auto json_string = [](const std::string& s, const char* what) {
+    try {
+      return json(s).dump();
+    } catch (const json::exception&) {
+      throw ValueError(ember::detail::concat("save_safetensors: ", what, " ", quote(s),
+                                             " is not valid UTF-8; safetensors headers are UTF-8 JSON"));
+    }
+  };
+  std::unordered_set<std::string> names;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    EMBER_CHECK(!name.empty(), ValueError, "save_safetensors: tensor ", i,
+                " has an empty name; give every tensor a name");
+    EMBER_CHECK(name != "__metadata__", ValueError,
+                "save_safetensors: \"__metadata__\" is reserved for the metadata; rename tensor ", i);
+    EMBER_CHECK(names.insert(name).second, ValueError, "save_safetensors: tensor name ", quote(name),
+                " appears twice; names must be unique");
+    EMBER_CHECK(t.defined(), ValueError, "save_safetensors: tensor ", quote(name),
+                " is undefined (default-constructed)");
+    EMBER_CHECK(!t.device().is_meta(), ValueError, "save_safetensors: tensor ", quote(name),
+                " is on meta: it has a shape but no data to save; run on cpu or cuda instead");
+  }
+  std::string h = "{";
+  if (!metadata.empty()) {
+    h += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      if (!first) h += ',';
+      h += json_string(k, "metadata key");
+      h += ':';
+      h += json_string(v, "metadata value");
+      first = false;
+    }
+    h += "}";
+  }
+  uint64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    if (h.size() > 1) h += ",";
+    h += json_string(name, "tensor name");
+    h += ":{\"dtype\":\"";
+    h += safetensors_code(t.dtype());
+    h += "\",\"shape\":[";
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (d) h += ',';
+      h += std::to_string(t.shape()[static_cast<size_t>(d)]);
+    }
+    const uint64_t end = offset + t.nbytes();
+    h += "],\"data_offsets\":[";
+    h += std::to_string(offset);
+    h += ',';
+    h += std::to_string(end);
+    h += "]}";
+    offset = end;
+  }
+  h += "}";
+  h.append((8 - h.size() % 8) % 8, ' ');
+  EMBER_CHECK(h.size() <= kSafetensorsMaxHeaderBytes, ValueError, "save_safetensors: the header would be ", h.size(),
+              " bytes, over the ", kSafetensorsMaxHeaderBytes,
+              "-byte cap readers enforce; save fewer tensors per file");
+  return h;
+}
+
+std::string length_prefix(const std::string& header) {
+  const uint64_t n = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out;
+}
+
+// Removes the temp file unless the rename happened: a failed save leaves nothing behind.
+class TempFile {
+ public:
+  TempFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  int fd() const { return fd_; }
+  int close() { return ::close(std::exchange(fd_, -1)); }
+  void commit() { committed_ = true; }
+
+ private:
+  int fd_;
+  std::string path_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+// ---- public API --------------------------------------------------------------------------------
+
+std::vector<uint8_t> safetensors_to_bytes(const NamedTensors& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
+  const std::string header = build_header(tensors, metadata);
+  const std::string prefix = length_prefix(header);
+  size_t total = prefix.size() + header.size();
+  for (const auto& entry : tensors) total += entry.second.nbytes();
+  std::vector<uint8_t> out(total);
+  std::memcpy(out.data(), prefix.data(), prefix.size());
+  std::memcpy(out.data() + prefix.size(), header.data(), header.size());
+  size_t at = prefix.size() + header.size();
+  for (const auto& [name, t] : tensors) {
+    const Tensor host = t.to(Device::cpu()).contiguous();
+    if (host.nbytes() > 0) std::memcpy(out.data() + at, host.raw_data(), host.nbytes());
+    at += host.nbytes();
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string header = build_header(tensors, metadata);  // every ValueError before touching the disk
+  const std::string tmp_path = path + ".tmp." + std::to_string(::getpid());
+  auto io_fail = [&](const char* step, const std::string& file) {
+    const int err = errno;  // read first: building the message may allocate
+    throw IoError(ember::detail::concat("cannot save checkpoint ", path, ": ", step, " ", file, ": ", errno_text(err),
+                                        "; the previous file (if any) is unchanged"));
+  };
+  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) io_fail("cannot create temp file", tmp_path);
+  TempFile tmp(fd, tmp_path);
+
+  const std::string prefix = length_prefix(header);
+  if (!write_full(fd, prefix.data(), prefix.size()) || !write_full(fd, header.data(), header.size()))
+    io_fail("cannot write temp file", tmp_path);
+  for (const auto& [name, t] : tensors) {
+    const Tensor host = t.to(Device::cpu()).contiguous();  // one tensor at a time bounds host memory
+    if (host.nbytes() > 0 && !write_full(fd, host.raw_data(), host.nbytes()))
+      io_fail("cannot write temp file", tmp_path);
+  }
+  if (::fsync(fd) != 0) io_fail("cannot fsync temp file", tmp_path);
+  if (tmp.close() != 0) io_fail("cannot close temp file", tmp_path);
+  if (::rename(tmp_path.c_str(), path.c_str()) != 0) io_fail("cannot rename over it the temp file", tmp_path);
+  tmp.commit();
+
+  // The rename is durable only once the directory entry is on disk.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0 || (::fsync(dir_fd.get()) != 0 && errno != EINVAL)) {
+    const int err = errno;
+    throw IoError(ember::detail::concat("saved checkpoint ", path, " but could not sync its directory ", dir, ": ",
+                                        errno_text(err), "; a power loss now could lose the new file"));
+  }
+}
+
+}  // namespace ember::formats

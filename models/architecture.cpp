@@ -1,0 +1,121 @@
+// The MLP and the CNN: their sizes, names and checks, and the nn modules they are built of.
+#include "models/architecture.h"
+
+#include <sstream>
+
+#include "nn/nn.h"
+
+namespace ember::models {
+
+Architecture Architecture::mlp(std::vector<int64_t> hidden) {
+  Architecture a;
+  a.hidden = std::move(hidden);
+  return a;
+}
+
+Architecture Architecture::cnn(std::vector<int64_t> channels, std::vector<int64_t> hidden) {
+  Architecture a;
+  a.kind = "cnn";
+  a.channels = std::move(channels);
+  a.hidden = std::move(hidden);
+  return a;
+}
+
+Shape Architecture::sample_shape() const {
+  if (is_cnn()) return {in_channels, height, width};
+  return {in_channels * height * width};
+}
+
+Shape Architecture::batch_shape(int64_t batch) const {
+  Shape s{batch};
+  for (int64_t d : sample_shape()) s.push_back(d);
+  return s;
+}
+
+std::vector<int64_t> Architecture::linear_sizes() const {
+  int64_t features = in_channels * height * width;
+  if (is_cnn()) {
+    int64_t h = height, w = width;
+    for (size_t i = 0; i < channels.size(); ++i) {
+      h /= 2;  // each block's 2x2 max pool (the conv keeps the size: padding kernel / 2)
+      w /= 2;
+    }
+    features = (channels.empty() ? in_channels : channels.back()) * h * w;
+  }
+  std::vector<int64_t> sizes{features};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(classes);
+  return sizes;
+}
+
+std::string Architecture::str() const {
+  std::ostringstream s;
+  if (is_cnn()) {
+    s << in_channels << 'x' << height << 'x' << width;
+    for (int64_t c : channels) s << "-c" << c;
+    if (kernel != 3) s << "-k" << kernel;
+    for (int64_t h : hidden) s << '-' << h;
+    s << '-' << classes;
+    return s.str();
+  }
+  const std::vector<int64_t> sizes = linear_sizes();
+  for (size_t i = 0; i < sizes.size(); ++i) s << (i == 0 ? "" : "-") << sizes[i];
+  return s.str();
+}
+
+void Architecture::check() const {
+  EMBER_CHECK(kind == "mlp" || kind == "cnn", ValueError, "--model must be mlp or cnn, got '", kind, "'");
+  EMBER_CHECK(in_channels > 0 && height > 0 && width > 0 && classes > 0, ValueError, "the input and class counts of ",
+              str(), " must be positive");
+  for (int64_t h : hidden) EMBER_CHECK(h > 0, ValueError, "--hidden sizes must be >= 1, got ", h);
+  if (!is_cnn()) return;
+  EMBER_CHECK(!channels.empty(), ValueError, "--channels needs at least one conv block, e.g. 32,64");
+  for (int64_t c : channels) EMBER_CHECK(c > 0, ValueError, "--channels must be >= 1, got ", c);
+  EMBER_CHECK(kernel > 0 && kernel % 2 == 1, ValueError, "the conv kernel must be odd (padding kernel / 2 keeps the size), got ", kernel);
+  EMBER_CHECK(channels.size() < 31 && (height >> channels.size()) >= 1 && (width >> channels.size()) >= 1, ValueError,
+              channels.size(), " conv blocks (each with a 2x2 max pool) halve a ", height, "x", width,
+              " image to nothing; use fewer --channels");
+  EMBER_CHECK(dropout >= 0 && dropout < 1, ValueError, "--dropout must be in [0, 1), got ", dropout);
+}
+
+namespace {
+
+// Linear(+ReLU) layers of `sizes`: each hidden one fused with its ReLU (an Identity keeps the ReLU's index, and so
+// PyTorch's names), then Dropout when `dropout` is given; the last one plain.
+void push_linear_layers(nn::Sequential& model, const std::vector<int64_t>& sizes, const double* dropout, Device device,
+                        Generator& generator) {
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    if (i + 2 == sizes.size()) {
+      model.push_back(std::make_shared<nn::Linear>(sizes[i], sizes[i + 1], true, DType::F32, device, generator));
+      break;
+    }
+    model.push_back(std::make_shared<nn::LinearReLU>(sizes[i], sizes[i + 1], true, DType::F32, device, generator));
+    model.push_back(std::make_shared<nn::Identity>());
+    if (dropout != nullptr) model.push_back(std::make_shared<nn::Dropout>(*dropout, generator));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<nn::Sequential> make_model(const Architecture& arch, Device device, Generator& generator) {
+  arch.check();
+  auto model = std::make_shared<nn::Sequential>();
+  if (!arch.is_cnn()) {
+    push_linear_layers(*model, arch.linear_sizes(), nullptr, device, generator);
+    return model;
+  }
+  int64_t in = arch.in_channels;
+  for (int64_t out : arch.channels) {
+    model->push_back(std::make_shared<nn::Conv2d>(in, out, arch.kernel, 1, arch.kernel / 2, true, DType::F32, device,
+                                                  generator));
+    model->push_back(std::make_shared<nn::BatchNormReLU>(out, 1e-5, 0.1, DType::F32, device));
+    model->push_back(std::make_shared<nn::Identity>());
+    model->push_back(std::make_shared<nn::MaxPool2d>(2));
+    in = out;
+  }
+  model->push_back(std::make_shared<nn::Flatten>());
+  push_linear_layers(*model, arch.linear_sizes(), &arch.dropout, device, generator);
+  return model;
+}
+
+}  // namespace ember::models

@@ -1,0 +1,122 @@
+// save_model and load_model: a state_dict in safetensors, and an Architecture recognised from its tensors.
+#include "models/io.h"
+
+#include <charconv>
+#include <map>
+
+#include "formats/safetensors.h"
+
+namespace ember::models {
+
+namespace {
+
+// The file's tensors by layer: "12.running_mean" is layers[12]["running_mean"].
+using Layers = std::map<int64_t, std::map<std::string, Tensor>>;
+
+// "12.running_mean" -> (12, "running_mean"); false for any other shape of name.
+bool split_name(const std::string& name, int64_t* index, std::string* field) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  auto [ptr, ec] = std::from_chars(name.data(), name.data() + dot, *index);
+  *field = name.substr(dot + 1);
+  return ec == std::errc() && ptr == name.data() + dot && *index >= 0 && !field->empty();
+}
+
+Layers group_by_layer(const std::string& path, const formats::NamedTensors& tensors) {
+  Layers layers;
+  for (const auto& [name, t] : tensors) {
+    int64_t index = 0;
+    std::string field;
+    EMBER_CHECK(split_name(name, &index, &field), FormatError, path, ": tensor '", name,
+                "' is not a parameter or buffer of an nn.Sequential (expected names like 0.weight, 1.running_mean)");
+    layers[index][field] = t;
+  }
+  EMBER_CHECK(!layers.empty(), FormatError, path, ": the file holds no weights");
+  return layers;
+}
+
+const Tensor* weight_of(const Layers& layers, int64_t index) {
+  auto it = layers.find(index);
+  if (it == layers.end()) return nullptr;
+  auto w = it->second.find("weight");
+  return w == it->second.end() ? nullptr : &w->second;
+}
+
+bool has_conv(const Layers& layers) {
+  for (const auto& [index, fields] : layers)
+    for (const auto& [field, t] : fields)
+      if (field == "weight" && t.dim() == 4) return true;
+  return false;
+}
+
+// The MLP family's layout: Linear layers at 0, 2, 4, ... with a ReLU between them. A 784-feature input is taken
+// for a 28x28 image (Fashion-MNIST's), any other as a row of pixels.
+Architecture infer_mlp(const std::string& path, const Layers& layers) {
+  std::vector<int64_t> sizes;
+  for (int64_t index = 0; weight_of(layers, index) != nullptr && weight_of(layers, index)->dim() == 2; index += 2) {
+    const Tensor& w = *weight_of(layers, index);
+    if (sizes.empty()) sizes.push_back(w.size(1));
+    EMBER_CHECK(w.size(1) == sizes.back(), FormatError, path, ": layer ", index, " takes ", w.size(1),
+                " inputs but the previous layer gives ", sizes.back());
+    sizes.push_back(w.size(0));
+  }
+  EMBER_CHECK(!sizes.empty(), FormatError, path,
+              ": expected Linear layers at 0, 2, 4, ... (0.weight of shape (out, in)) or conv blocks");
+  Architecture a = Architecture::mlp({sizes.begin() + 1, sizes.end() - 1});
+  a.classes = sizes.back();
+  a.height = 1;
+  a.width = sizes.front();
+  if (a.width == 28 * 28) a.height = a.width = 28;
+  return a;
+}
+
+// The CNN family's layout: conv blocks at 0, 4, 8, ... (conv, BatchNorm, ReLU, pool), the Flatten, then
+// Linear layers every 3 (Linear, ReLU, Dropout). The 28x28 input is Fashion-MNIST's: files do not say it.
+Architecture infer_cnn(const std::string& path, const Layers& layers) {
+  Architecture a = Architecture::cnn({}, {});
+  auto weight = [&](int64_t index) { return weight_of(layers, index); };
+  int64_t index = 0;
+  for (; weight(index) != nullptr && weight(index)->dim() == 4; index += 4) {
+    const Tensor& w = *weight(index);
+    EMBER_CHECK(w.size(2) == w.size(3) && w.size(2) % 2 == 1 && (a.channels.empty() || w.size(2) == a.kernel),
+                FormatError, path, ": conv ", index, ".weight is ", shape_str(w.shape()),
+                "; ember's CNNs use one odd square kernel size in every block");
+    if (a.channels.empty()) a.in_channels = w.size(1);
+    a.kernel = w.size(2);
+    a.channels.push_back(w.size(0));
+  }
+  std::vector<int64_t> outs;
+  for (index += 1; weight(index) != nullptr && weight(index)->dim() == 2; index += 3) outs.push_back(weight(index)->size(0));
+  EMBER_CHECK(!outs.empty(), FormatError, path, ": expected Linear layers after the ", a.channels.size(),
+              " conv block(s), at ", 4 * a.channels.size() + 1, ", ", 4 * a.channels.size() + 4, ", ...");
+  a.classes = outs.back();
+  outs.pop_back();
+  a.hidden = outs;
+  const int64_t first_in = weight(4 * static_cast<int64_t>(a.channels.size()) + 1)->size(1);
+  EMBER_CHECK(first_in == a.linear_sizes().front(), FormatError, path, ": the first Linear takes ", first_in,
+              " features, but ", a.channels.size(), " conv block(s) on a ", a.in_channels, "x", a.height, "x", a.width,
+              " image give ", a.linear_sizes().front());
+  return a;
+}
+
+}  // namespace
+
+void save_model(const std::string& path, const nn::Module& model, const Architecture& arch) {
+  formats::save_safetensors(path, model.state_dict(), {{"format", "pt"}, {"ember_architecture", arch.str()}});
+}
+
+Network load_model(const std::string& path, Device device, double dropout, Generator& generator) {
+  formats::SafetensorsFile file = formats::load_safetensors(path);
+  const Layers layers = group_by_layer(path, file.tensors);
+  Network net{nullptr, has_conv(layers) ? infer_cnn(path, layers) : infer_mlp(path, layers)};
+  net.arch.dropout = dropout;
+  try {
+    net.model = make_model(net.arch, device, generator);  // the initial values are overwritten below
+    net.model->load_state_dict(file.tensors);
+  } catch (const Error& e) {
+    throw FormatError(ember::detail::concat(path, ": ", e.what()));
+  }
+  return net;
+}
+
+}  // namespace ember::models
