@@ -1,13 +1,11 @@
 // `ember info`: every device ember can use (or why CUDA is not usable), host cores and BLAS.
-#include <cblas.h>
-
 #include <cstdio>
 #include <thread>
 
 #include "apps/commands.h"
 #include "core/device.h"
 #include "distributed/communicator.h"
-#include "kernels/cpu/parallel.h"
+#include "core/host.h"
 
 namespace ember::apps {
 
@@ -15,8 +13,8 @@ namespace {
 
 void print_info() {
   std::printf("host: %u hardware threads, %d kernel threads (--threads)\n", std::thread::hardware_concurrency(),
-              kernels::cpu::num_threads());
-  std::printf("BLAS: OpenBLAS (%s), one thread inside each GEMM tile\n", openblas_get_config());
+              num_threads());
+  std::printf("BLAS: OpenBLAS (%s), one thread inside each GEMM tile\n", blas_config().c_str());
   int n = cuda::device_count();
   if (n == 0) {
     std::printf("cuda: %s\n", cuda::unavailable_reason().c_str());

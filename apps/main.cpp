@@ -8,7 +8,7 @@
 #include "apps/commands.h"
 #include "base/error.h"
 #include "distributed/communicator.h"
-#include "kernels/cpu/parallel.h"
+#include "core/host.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ember: a tensor engine with hand-written CUDA kernels"};
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // usage errors exit 2
   }
-  ember::kernels::cpu::set_flush_denormals(!keep_denormals);  // before any thread starts: they inherit the mode
+  ember::set_flush_denormals(!keep_denormals);  // before any thread starts: they inherit the mode
   int code = 0;
   const char* kind = "error";
   std::string message;

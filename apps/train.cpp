@@ -9,8 +9,7 @@
 
 #include "apps/commands.h"
 #include "distributed/communicator.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/cpu/region_profile.h"
+#include "core/host.h"
 #include "train/trainer.h"
 
 namespace ember::apps {
@@ -46,19 +45,19 @@ Device rank_device(const std::string& text, const dist::Communicator& comm) {
 int rank_threads(int threads, const dist::Communicator& comm) {
   if (threads != 0 || comm.size() == 1) return threads;
   const int per_rank = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / comm.local_size();
-  return std::max(1, std::min(kernels::cpu::available_cores(), per_rank));
+  return std::max(1, std::min(available_cores(), per_rank));
 }
 
 // The region profile as a table, most time first: each site's regions, how evenly the threads shared their tasks
 // (the calling thread's share of them), and the serial time that followed them on the calling thread.
-void print_region_profile(std::FILE* out, const kernels::cpu::RegionProfile& p) {
+void print_region_profile(std::FILE* out, const RegionProfile& p) {
   double parallel = 0, single = 0, between = 0;
   for (const auto& r : p.regions) (r.tasks > 1 ? parallel : single) += r.seconds, between += r.seconds_after;
   const double span = std::max(p.seconds, 1e-12);
   std::fprintf(out,
                "region profile, %d thread(s): %.3f s from the first region to the last; %.1f%% in regions of 2+ "
                "tasks, %.1f%% in single tasks, %.1f%% between regions\n",
-               kernels::cpu::num_threads(), p.seconds, 100 * parallel / span, 100 * single / span, 100 * between / span);
+               num_threads(), p.seconds, 100 * parallel / span, 100 * single / span, 100 * between / span);
   std::fprintf(out, "%9s %6s %8s %9s %6s %7s %9s  %s\n", "ms", "share", "calls", "us/call", "tasks", "caller",
                "after us", "site");
   for (const auto& r : p.regions) {
@@ -128,10 +127,10 @@ void add_train_command(CLI::App& app) {
     c.pin_memory = !*no_pin;
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
     if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
-    kernels::cpu::set_num_threads(rank_threads(*threads, comm));
-    kernels::cpu::set_region_profiling(*profile);
+    set_num_threads(rank_threads(*threads, comm));
+    set_region_profiling(*profile);
     train::train_model(c, std::cout);
-    if (*profile) print_region_profile(stderr, kernels::cpu::region_profile());
+    if (*profile) print_region_profile(stderr, region_profile());
   });
 }
 

@@ -7,12 +7,9 @@
 #include <cstdio>
 #include <numeric>
 
-#include "core/cuda_runtime.h"
 #include "base/error.h"
-
-#if EMBER_HAS_CUDA
-#include "kernels/elementwise.h"
-#endif
+#include "core/cuda_runtime.h"
+#include "core/ops.h"
 
 namespace ember::bench {
 
@@ -25,17 +22,6 @@ double seconds_since(Clock::time_point start) {
 }
 
 // Owns a timing event; destroying it never throws.
-class TimedEvent {
- public:
-  TimedEvent() : event_(cuda::runtime::event_create_timed()) {}
-  ~TimedEvent() { cuda::runtime::event_destroy(event_); }
-  TimedEvent(const TimedEvent&) = delete;
-  TimedEvent& operator=(const TimedEvent&) = delete;
-  void* get() const { return event_; }
-
- private:
-  void* event_;
-};
 
 }  // namespace
 
@@ -98,31 +84,30 @@ L2Flusher::L2Flusher(int device) {
   buffer_ = Tensor::empty({std::max<int64_t>(bytes_ / 4, 1)}, DType::F32, Device::cuda(device));
 }
 
-void L2Flusher::flush([[maybe_unused]] kernels::Stream stream) const {
-#if EMBER_HAS_CUDA
-  kernels::cuda::fill<float>(buffer_.data<float>(), buffer_.numel(), 0.0f, stream);
-#else
-  cuda::require(Device::cuda(0));
-#endif
+void L2Flusher::flush(const cuda::Stream& stream) const {
+  EMBER_ASSERT(stream.handle() == cuda::Stream::compute(stream.device()).handle(),
+               "the L2 flush is an op: it runs on the compute stream");
+  Tensor buffer = buffer_;
+  ops::fill_(buffer, 0);
 }
 
-std::vector<double> sample_device(const std::function<void()>& enqueue, kernels::Stream stream,
+std::vector<double> sample_device(const std::function<void()>& enqueue, const cuda::Stream& stream,
                                   const TimingOptions& o, const L2Flusher* flusher) {
   auto warm_start = Clock::now();
   for (int i = 0; i < o.warmup && seconds_since(warm_start) < o.max_seconds / 4; ++i) {
     enqueue();
-    cuda::runtime::stream_synchronize(stream);
+    stream.synchronize();
   }
-  TimedEvent begin, end;
+  cuda::Event begin(/*timing=*/true), end(/*timing=*/true);
   std::vector<double> samples;
   auto start = Clock::now();
   while (keep_going(static_cast<int64_t>(samples.size()), seconds_since(start), o)) {
     if (flusher != nullptr) flusher->flush(stream);
-    cuda::runtime::event_record(begin.get(), stream);
+    begin.record(stream);
     enqueue();
-    cuda::runtime::event_record(end.get(), stream);
-    cuda::runtime::event_synchronize(end.get());
-    samples.push_back(cuda::runtime::event_elapsed_ms(begin.get(), end.get()) * 1e-3);
+    end.record(stream);
+    end.synchronize();
+    samples.push_back(cuda::Event::elapsed_ms(begin, end) * 1e-3);
   }
   return samples;
 }

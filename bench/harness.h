@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/stream.h"
 #include "core/tensor.h"
-#include "kernels/common.h"
 
 namespace ember::bench {
 
@@ -60,7 +60,7 @@ std::vector<double> sample_host(const std::function<void()>& fn, const TimingOpt
 class L2Flusher {
  public:
   explicit L2Flusher(int device);
-  void flush(kernels::Stream stream) const;
+  void flush(const cuda::Stream& stream) const;
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -71,7 +71,7 @@ class L2Flusher {
 // Times enqueue() with CUDA events recorded on `stream` around it (enqueue only queues work on that
 // stream). Each repetition waits for its end event, so a sample includes the launch latency the
 // stream saw but never queued-up work of other repetitions.
-std::vector<double> sample_device(const std::function<void()>& enqueue, kernels::Stream stream,
+std::vector<double> sample_device(const std::function<void()>& enqueue, const cuda::Stream& stream,
                                   const TimingOptions& options, const L2Flusher* flusher);
 
 // One measured (or unmeasurable) figure: a benchmark at one size on one device.

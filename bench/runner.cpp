@@ -1,6 +1,5 @@
 // run_benchmarks(): what ran where (host and device description), the suites in order, and the
 // crossover table derived from the ops and step rows.
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +14,7 @@
 #include "core/cuda_runtime.h"
 #include "core/device.h"
 #include "base/error.h"
-#include "kernels/cpu/parallel.h"
+#include "core/host.h"
 
 namespace ember::bench {
 
@@ -42,8 +41,8 @@ HostInfo host_info() {
   }
   if (h.cpu_model.empty()) h.cpu_model = "unknown";
   h.cores = static_cast<int>(std::thread::hardware_concurrency());
-  h.threads = kernels::cpu::num_threads();
-  h.blas_threads = openblas_get_num_threads();
+  h.threads = num_threads();
+  h.blas_threads = blas_threads();
   if (const char* c = std::getenv("OPENBLAS_CORETYPE")) h.openblas_coretype = c;
   return h;
 }
@@ -121,8 +120,7 @@ std::vector<std::string> resolve_suites(const std::vector<std::string>& suites) 
 
 Report run_benchmarks(const BenchConfig& config, std::FILE* log) {
   const std::vector<std::string> suites = resolve_suites(config.suites);
-  kernels::cpu::set_num_threads(config.threads);
-  openblas_set_num_threads(1);  // as kernels::cpu::gemm holds it: the pool's tiles are the parallelism
+  set_num_threads(config.threads);
   Report report;
   report.date = utc_now();
   report.command = config.command;
@@ -139,8 +137,8 @@ Report run_benchmarks(const BenchConfig& config, std::FILE* log) {
   ctx.report = &report;
   ctx.log = log;
   if (ctx.cuda()) {
-    ctx.stream = cuda::runtime::compute_stream(0);
-    ctx.copy_stream = cuda::runtime::copy_stream(0);
+    ctx.stream = cuda::Stream::compute(Device::cuda(0));
+    ctx.copy_stream = cuda::Stream::copy(Device::cuda(0));
     if (config.flush_l2) ctx.flusher = std::make_unique<L2Flusher>(0);
   }
   for (const std::string& s : suites) {

@@ -119,7 +119,7 @@ void measure_layer(BenchContext& ctx, const LayerCase& c) {
   const double tolerance = 1e-3 * std::max(1.0, max_abs(host_out.data<float>(), host_out.numel()));
   const double diff = max_abs_diff(got.data(), host_out.data<float>(), host_out.numel());
   if (!(diff <= tolerance)) return ctx.fail(cuda_row, mismatch(c.label + ": CUDA differs from the host", diff, tolerance));
-  ctx.add(measured(cuda_row, sample_device([&] { c.run(on_gpu); }, ctx.stream, ctx.timing, ctx.flusher.get())));
+  ctx.add(measured(cuda_row, sample_device([&] { c.run(on_gpu); }, *ctx.stream, ctx.timing, ctx.flusher.get())));
 }
 
 // One SGD step of the default CNN; the loss read back (a synchronisation) only after timing.
@@ -149,7 +149,7 @@ void measure_step(BenchContext& ctx, int64_t B, Device device) {
     model->backward(loss.backward());
     sgd.step();
   };
-  r = measured(r, device.is_cpu() ? sample_host(step, ctx.timing) : sample_device(step, ctx.stream, ctx.timing, nullptr));
+  r = measured(r, device.is_cpu() ? sample_host(step, ctx.timing) : sample_device(step, *ctx.stream, ctx.timing, nullptr));
   char text[64];
   std::snprintf(text, sizeof text, "%.0f samples/s", double(B) / r.stats->median);
   r.extras.push_back({"samples_per_second", double(B) / r.stats->median, text});

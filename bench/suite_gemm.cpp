@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "bench/suites.h"
-#include "kernels/linear.h"
+#include "core/ops/linear.h"
 
 namespace ember::bench {
 
@@ -58,17 +58,27 @@ Row gemm_row(const GemmCase& c, const std::string& column, const char* timer) {
   return r;
 }
 
+// The CUDA GEMM ops::matmul_ runs (ember's kernel or cuBLAS) for as long as it lives.
+class BackendScope {
+ public:
+  explicit BackendScope(ops::GemmBackend backend) : saved_(ops::gemm_backend()) { ops::set_gemm_backend(backend); }
+  ~BackendScope() { ops::set_gemm_backend(saved_); }
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  ops::GemmBackend saved_;
+};
+
 // Operands of one case in row-major storage, uniform in [-1, 1).
 struct Operands {
   Tensor a, b;
-  int64_t lda, ldb;
 };
 
 Operands make_operands(const GemmCase& c) {
   Shape a_shape = c.trans_a ? Shape{c.K, c.M} : Shape{c.M, c.K};
   Shape b_shape = c.trans_b ? Shape{c.N, c.K} : Shape{c.K, c.N};
-  return {Tensor::rand(a_shape, 11, DType::F32, Device::cpu(), -1, 1), Tensor::rand(b_shape, 12, DType::F32, Device::cpu(), -1, 1),
-          a_shape[1], b_shape[1]};
+  return {Tensor::rand(a_shape, 11, DType::F32, Device::cpu(), -1, 1), Tensor::rand(b_shape, 12, DType::F32, Device::cpu(), -1, 1)};
 }
 
 void measure_case(BenchContext& ctx, const GemmCase& c) {
@@ -87,10 +97,7 @@ void measure_case(BenchContext& ctx, const GemmCase& c) {
   }
   Operands op = make_operands(c);
   Tensor host_c = Tensor::empty({c.M, c.N});
-  auto host_gemm = [&] {
-    kernels::cpu::gemm<float>(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.f, op.a.data<float>(), op.lda, op.b.data<float>(),
-                              op.ldb, 0.f, host_c.data<float>(), c.N, nullptr, kernels::Epilogue::None);
-  };
+  auto host_gemm = [&] { ops::matmul_(host_c, op.a, op.b, c.trans_a, c.trans_b); };
   if (host_too_big) {
     host_gemm();  // the reference for the device results, computed once
     ctx.add(unmeasured(cpu_row, "skipped: --quick times the host GEMM up to 1024^3"));
@@ -102,21 +109,13 @@ void measure_case(BenchContext& ctx, const GemmCase& c) {
     ctx.add(unmeasured(cublas_row, kNoCudaDevice));
     return;
   }
-#if EMBER_HAS_CUDA
   const Device gpu = Device::cuda(0);
   Tensor a = op.a.to(gpu), b = op.b.to(gpu), out = Tensor::empty({c.M, c.N}, DType::F32, gpu);
   const double tolerance = 1e-5 * double(c.K);
   for (Row* row : {&cuda_row, &cublas_row}) {
     const bool cublas = row == &cublas_row;
-    auto run = [&] {
-      if (cublas)
-        kernels::cuda::gemm_cublas<float>(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.f, a.data<float>(), op.lda,
-                                          b.data<float>(), op.ldb, 0.f, out.data<float>(), c.N, nullptr,
-                                          kernels::Epilogue::None, ctx.stream);
-      else
-        kernels::cuda::gemm<float>(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.f, a.data<float>(), op.lda, b.data<float>(),
-                                   op.ldb, 0.f, out.data<float>(), c.N, nullptr, kernels::Epilogue::None, ctx.stream);
-    };
+    BackendScope backend(cublas ? ops::GemmBackend::Cublas : ops::GemmBackend::Ember);
+    auto run = [&] { ops::matmul_(out, a, b, c.trans_a, c.trans_b); };
     run();
     std::vector<float> got = out.to_vector<float>();
     double diff = max_abs_diff(got.data(), host_c.data<float>(), c.M * c.N);
@@ -125,7 +124,7 @@ void measure_case(BenchContext& ctx, const GemmCase& c) {
                               tolerance));
       continue;
     }
-    *row = measured(*row, sample_device(run, ctx.stream, ctx.timing, ctx.flusher.get()));
+    *row = measured(*row, sample_device(run, *ctx.stream, ctx.timing, ctx.flusher.get()));
   }
   if (cuda_row.measured() && cublas_row.measured()) {
     double pct = 100.0 * cublas_row.stats->median / cuda_row.stats->median;
@@ -135,7 +134,6 @@ void measure_case(BenchContext& ctx, const GemmCase& c) {
   }
   if (cuda_row.measured()) ctx.add(cuda_row);
   if (cublas_row.measured()) ctx.add(cublas_row);
-#endif
 }
 
 }  // namespace

@@ -276,8 +276,8 @@ class References {
       Tensor dst = Tensor::empty({copy_bytes}, DType::U8, Device::cuda(0));
       r = measured(r, sample_device([&] {
         cuda::runtime::memcpy(dst.raw_data(), src.raw_data(), size_t(copy_bytes),
-                              cuda::runtime::CopyKind::DeviceToDevice, ctx_.stream, true);
-      }, ctx_.stream, ctx_.timing, ctx_.flusher.get()));
+                              cuda::runtime::CopyKind::DeviceToDevice, ctx_.stream->handle(), true);
+      }, *ctx_.stream, ctx_.timing, ctx_.flusher.get()));
     } else {
       Tensor src = Tensor::empty({copy_bytes}, DType::U8), dst = Tensor::empty({copy_bytes}, DType::U8);
       std::memset(src.raw_data(), 1, size_t(copy_bytes));
@@ -324,8 +324,8 @@ void measure_op(BenchContext& ctx, const OpSpec& spec, int64_t n, References& re
     Buffers ref;
     for (const Tensor& t : op.host) ref.push_back(t.clone());
     op.cpu(ref);
-    op.cuda(dev, ctx.stream);
-    cuda::runtime::stream_synchronize(ctx.stream);
+    op.cuda(dev, ctx.stream->handle());
+    ctx.stream->synchronize();
     for (int i : op.checked) {
       std::vector<float> got = dev[size_t(i)].to_vector<float>();
       const Tensor& want = ref[size_t(i)];
@@ -353,7 +353,7 @@ void measure_op(BenchContext& ctx, const OpSpec& spec, int64_t n, References& re
     ctx.fail(copies_row, problem);
     return;
   }
-  cuda_row = measured(cuda_row, sample_device([&] { op.cuda(dev, ctx.stream); }, ctx.stream, ctx.timing,
+  cuda_row = measured(cuda_row, sample_device([&] { op.cuda(dev, ctx.stream->handle()); }, *ctx.stream, ctx.timing,
                                               ctx.flusher.get()));
   add_percent(cuda_row, refs.device_gbps(op.bytes), "pct_of_d2d", "D2D");
   ctx.add(cuda_row);
@@ -365,12 +365,12 @@ void measure_op(BenchContext& ctx, const OpSpec& spec, int64_t n, References& re
     using cuda::runtime::CopyKind;
     for (int i : op.inputs)
       cuda::runtime::memcpy(dev[size_t(i)].raw_data(), pinned[size_t(i)].raw_data(), pinned[size_t(i)].nbytes(),
-                            CopyKind::HostToDevice, ctx.stream, true);
-    op.cuda(dev, ctx.stream);
+                            CopyKind::HostToDevice, ctx.stream->handle(), true);
+    op.cuda(dev, ctx.stream->handle());
     for (int i : op.outputs)
       cuda::runtime::memcpy(pinned[size_t(i)].raw_data(), dev[size_t(i)].raw_data(), pinned[size_t(i)].nbytes(),
-                            CopyKind::DeviceToHost, ctx.stream, true);
-    cuda::runtime::stream_synchronize(ctx.stream);
+                            CopyKind::DeviceToHost, ctx.stream->handle(), true);
+    ctx.stream->synchronize();
   };
   copies_row = measured(copies_row, sample_host(with_copies, ctx.timing));
   ctx.add(copies_row);

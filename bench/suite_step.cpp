@@ -116,7 +116,7 @@ std::optional<double> measure_guard(BenchContext& ctx, Device device, const Batc
   int64_t step = 0;
   auto check = [&] { guard.check(++step, tensors); };
   row = measured(row, device.is_cpu() ? sample_host(check, ctx.timing)
-                                      : sample_device(check, ctx.stream, ctx.timing, ctx.flusher.get()));
+                                      : sample_device(check, *ctx.stream, ctx.timing, ctx.flusher.get()));
   if (guard.report().count != 0) {  // a finite step must pass
     ctx.fail(row, "the guard flagged a finite training step");
     return std::nullopt;
@@ -193,7 +193,7 @@ void run_step(BenchContext& ctx) {
     }
     Trainer device(gpu);
     Tensor x = batch.x.to(gpu), y = batch.y.to(gpu);
-    cuda_row = measured(cuda_row, sample_device([&] { device.step(x, y); }, ctx.stream, ctx.timing, ctx.flusher.get()));
+    cuda_row = measured(cuda_row, sample_device([&] { device.step(x, y); }, *ctx.stream, ctx.timing, ctx.flusher.get()));
     add_throughput(cuda_row, B);
     add_guard_share(cuda_row, guard_cuda);
     // The batch starts in pinned host memory, as the DataLoader leaves it; the wait at the end is
@@ -201,7 +201,7 @@ void run_step(BenchContext& ctx) {
     Tensor x_pinned = batch.x.pin_memory(), y_pinned = batch.y.pin_memory();
     copies_row = measured(copies_row, sample_host([&] {
       device.step(x_pinned.to(gpu, true), y_pinned.to(gpu, true));
-      cuda::runtime::stream_synchronize(ctx.stream);
+      ctx.stream->synchronize();
     }, ctx.timing));
     add_throughput(copies_row, B);
     if (copies_row.measured()) {

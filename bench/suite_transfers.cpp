@@ -6,10 +6,7 @@
 
 #include "bench/suites.h"
 #include "core/cuda_runtime.h"
-
-#if EMBER_HAS_CUDA
-#include "kernels/linear.h"
-#endif
+#include "core/ops/linear.h"
 
 namespace ember::bench {
 
@@ -93,12 +90,10 @@ void unavailable_device_rows(BenchContext& ctx, const std::vector<int64_t>& size
                        kNoCudaDevice));
 }
 
-#if EMBER_HAS_CUDA
-
 void device_rows(BenchContext& ctx, const std::vector<int64_t>& sizes) {
   const int64_t max_size = sizes.back();
   const Device gpu = Device::cuda(0);
-  auto stream = ctx.stream;
+  const auto stream = ctx.stream->handle();
   Tensor pageable_host = bytes_on(max_size, Device::cpu()), pinned_host = bytes_on(max_size, Device::cpu(), true);
   Tensor dev_a = bytes_on(max_size, gpu), dev_b = bytes_on(max_size, gpu);
   auto* pageable = static_cast<uint8_t*>(pageable_host.raw_data());
@@ -130,7 +125,7 @@ void device_rows(BenchContext& ctx, const std::vector<int64_t>& sizes) {
     }
     ctx.add(measured(d2d, sample_device([&] {
       cuda::runtime::memcpy(dev_b.raw_data(), dev_a.raw_data(), size_t(s), CopyKind::DeviceToDevice, stream, true);
-    }, stream, ctx.timing, ctx.flusher.get())));
+    }, *ctx.stream, ctx.timing, ctx.flusher.get())));
 
     for (const BusMode& m : kBusModes) {
       bool h2d = m.direction[0] == 'H';
@@ -140,7 +135,7 @@ void device_rows(BenchContext& ctx, const std::vector<int64_t>& sizes) {
       CopyKind kind = h2d ? CopyKind::HostToDevice : CopyKind::DeviceToHost;
       Row row = base_row(bus_table(m), m.name(), s, m.column(), "cuda", m.async ? "cuda_events" : "steady_clock", double(s));
       auto copy = [&, dst, src, kind] { cuda::runtime::memcpy(dst, src, size_t(s), kind, stream, m.async); };
-      ctx.add(measured(row, m.async ? sample_device(copy, stream, ctx.timing, ctx.flusher.get())
+      ctx.add(measured(row, m.async ? sample_device(copy, *ctx.stream, ctx.timing, ctx.flusher.get())
                                     : sample_host(copy, ctx.timing)));
     }
   }
@@ -158,43 +153,39 @@ void overlap_rows(BenchContext& ctx, int64_t total) {
   std::memset(host.raw_data(), 1, size_t(total));
   Tensor a = Tensor::rand({kN, kN}, 1, DType::F32, gpu), b = Tensor::rand({kN, kN}, 2, DType::F32, gpu);
   Tensor c = Tensor::empty({kN, kN}, DType::F32, gpu);
-  auto compute = ctx.stream, copy = ctx.copy_stream;
-  auto gemm = [&](kernels::Stream s) {
-    kernels::cuda::gemm<float>(false, false, kN, kN, kN, 1.f, a.data<float>(), kN, b.data<float>(), kN, 0.f,
-                               c.data<float>(), kN, nullptr, kernels::Epilogue::None, s);
-  };
+  const cuda::Stream compute = *ctx.stream, copy = *ctx.copy_stream;
+  auto gemm = [&] { ops::matmul_(c, a, b, false, false); };  // on the compute stream, as every op
   auto* src = static_cast<uint8_t*>(host.raw_data());
   auto* dst = static_cast<uint8_t*>(dev.raw_data());
-  auto copy_chunk = [&](int i, kernels::Stream s) {
-    cuda::runtime::memcpy(dst + i * chunk, src + i * chunk, size_t(chunk), CopyKind::HostToDevice, s, true);
+  auto copy_chunk = [&](int i, const cuda::Stream& s) {
+    cuda::runtime::memcpy(dst + i * chunk, src + i * chunk, size_t(chunk), CopyKind::HostToDevice, s.handle(), true);
   };
   // Calibrate: as many GEMMs per chunk as take about as long as the chunk's copy.
   TimingOptions calib = ctx.timing;
   calib.min_reps = 5, calib.min_seconds = 0, calib.max_seconds = 0.5;
   double copy_s = compute_stats(sample_device([&] { copy_chunk(0, compute); }, compute, calib, nullptr)).median;
-  double gemm_s = compute_stats(sample_device([&] { gemm(compute); }, compute, calib, nullptr)).median;
+  double gemm_s = compute_stats(sample_device(gemm, compute, calib, nullptr)).median;
   const int gemms = std::clamp(static_cast<int>(copy_s / gemm_s + 0.5), 1, 64);
 
-  std::vector<void*> arrived(kChunks);
-  for (auto& e : arrived) e = cuda::runtime::event_create();
+  std::vector<cuda::Event> arrived(kChunks);
   auto serial = [&] {
     for (int i = 0; i < kChunks; ++i) {
       copy_chunk(i, compute);
-      for (int g = 0; g < gemms; ++g) gemm(compute);
+      for (int g = 0; g < gemms; ++g) gemm();
     }
-    cuda::runtime::stream_synchronize(compute);
+    compute.synchronize();
   };
   auto overlapped = [&] {
     for (int i = 0; i < kChunks; ++i) {
       copy_chunk(i, copy);
-      cuda::runtime::event_record(arrived[i], copy);
+      arrived[i].record(copy);
     }
     for (int i = 0; i < kChunks; ++i) {
-      cuda::runtime::stream_wait_event(compute, arrived[i]);
-      for (int g = 0; g < gemms; ++g) gemm(compute);
+      compute.wait(arrived[i]);
+      for (int g = 0; g < gemms; ++g) gemm();
     }
-    cuda::runtime::stream_synchronize(compute);
-    cuda::runtime::stream_synchronize(copy);
+    compute.synchronize();
+    copy.synchronize();
   };
   Row serial_row = base_row(kOverlapTable, "overlap_serial", total, "serial (1 stream)", "cuda", "steady_clock", double(total));
   Row overlap_row =
@@ -205,7 +196,6 @@ void overlap_rows(BenchContext& ctx, int64_t total) {
   }
   serial_row = measured(serial_row, sample_host(serial, ctx.timing));
   overlap_row = measured(overlap_row, sample_host(overlapped, ctx.timing));
-  for (void* e : arrived) cuda::runtime::event_destroy(e);
   double speedup = serial_row.stats->median / overlap_row.stats->median;
   double ideal = (copy_s + gemms * gemm_s) / std::max(copy_s, gemms * gemm_s);
   char text[96];
@@ -215,22 +205,15 @@ void overlap_rows(BenchContext& ctx, int64_t total) {
   ctx.add(overlap_row);
 }
 
-#endif  // EMBER_HAS_CUDA
-
 }  // namespace
 
 void run_transfers(BenchContext& ctx) {
   const std::vector<int64_t> sizes = transfer_sizes(ctx.quick);
   const int64_t overlap_bytes = ctx.quick ? (64 << 20) : (256 << 20);
   host_memcpy_rows(ctx, sizes);
-#if EMBER_HAS_CUDA
-  if (ctx.cuda()) {
-    device_rows(ctx, sizes);
-    overlap_rows(ctx, overlap_bytes);
-    return;
-  }
-#endif
-  unavailable_device_rows(ctx, sizes, overlap_bytes);
+  if (!ctx.cuda()) return unavailable_device_rows(ctx, sizes, overlap_bytes);
+  device_rows(ctx, sizes);
+  overlap_rows(ctx, overlap_bytes);
 }
 
 }  // namespace ember::bench

@@ -85,8 +85,8 @@ struct BenchContext {
   std::unique_ptr<L2Flusher> flusher;  // set when flush_l2 and a device is available
   Report* report = nullptr;
   std::FILE* log = nullptr;
-  kernels::Stream stream = nullptr;       // the device's compute stream (when available)
-  kernels::Stream copy_stream = nullptr;  // its second stream, for copy/compute overlap
+  std::optional<cuda::Stream> stream;       // the device's compute stream (when available)
+  std::optional<cuda::Stream> copy_stream;  // its copy stream, for copy/compute overlap
 
   bool cuda() const { return device.available; }
   // The device is ember's emulator: the suites run small sizes only (its figures are CPU time, and a 4096^3

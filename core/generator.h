@@ -25,6 +25,10 @@ class Generator {
   uint64_t offset_ = 0;
 };
 
+// 64 random bits: the first two words of the Philox4x32-10 block at `counter` under `key`, the stream the random
+// kernels draw from, for host code that makes draws of its own (the data loader's epoch order).
+uint64_t philox_bits(uint64_t key, uint64_t counter);
+
 // The process-wide generator that layer initialisation and dropout draw from by default.
 Generator& default_generator();
 inline void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }

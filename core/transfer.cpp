@@ -10,7 +10,8 @@
 
 namespace ember {
 
-void transfer(MemoryRef dst, MemoryRef src, size_t bytes, bool non_blocking, const char* tag, kernels::Stream stream) {
+void transfer(MemoryRef dst, MemoryRef src, size_t bytes, bool non_blocking, const char* tag,
+              const cuda::Stream* stream) {
   EMBER_CHECK(!dst.device.is_meta() && !src.device.is_meta(), ValueError,
               "cannot copy data to or from a meta tensor: it has a shape but no storage (", tag, ")");
   if (bytes == 0) return;
@@ -33,9 +34,9 @@ void transfer(MemoryRef dst, MemoryRef src, size_t bytes, bool non_blocking, con
   // Pageable host memory cannot be copied asynchronously (the driver stages it), so like PyTorch
   // a non_blocking copy from or to it is a synchronous one.
   bool async = non_blocking && (pinned || dir == TransferDirection::DeviceToDevice);
-  if (stream == nullptr) stream = cuda::runtime::compute_stream(device);
+  const kernels::Stream handle = stream != nullptr ? stream->handle() : cuda::runtime::compute_stream(device);
   auto start = std::chrono::steady_clock::now();
-  cuda::runtime::memcpy(dst.data, src.data, bytes, kind, stream, async);
+  cuda::runtime::memcpy(dst.data, src.data, bytes, kind, handle, async);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TransferLedger::global().record(dir, static_cast<int64_t>(bytes), seconds, pinned, async, tag);
 }

@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "core/device.h"
-#include "kernels/common.h"
+#include "core/stream.h"
 
 namespace ember {
 
@@ -18,6 +18,6 @@ struct MemoryRef {
 // asynchronous only when `non_blocking` and the host side is pinned, as in PyTorch; otherwise it
 // returns when the bytes have arrived. Runs on `stream` (default: the device's compute stream).
 void transfer(MemoryRef dst, MemoryRef src, size_t bytes, bool non_blocking, const char* tag,
-              kernels::Stream stream = nullptr);
+              const cuda::Stream* stream = nullptr);
 
 }  // namespace ember

@@ -1,5 +1,5 @@
-// DataLoader: seeded shuffled batches of a host Dataset as f32 images and int64 labels on a device,
-// with pinned, asynchronous, overlapped host-to-device copies on CUDA.
+// DataLoader: seeded shuffled batches of a host Dataset as f32 inputs and int64 labels on a device, shaped as the
+// model takes them, with pinned, asynchronous, overlapped host-to-device copies on CUDA.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,9 @@
 
 namespace ember::data {
 
+// u8 pixels -> f32 in [0, 1]: the one scale of ember's image inputs.
+inline constexpr double kPixelScale = 1.0 / 255.0;
+
 struct DataLoaderOptions {
   int64_t batch_size = 128;
   bool shuffle = true;
@@ -21,33 +24,31 @@ struct DataLoaderOptions {
   // CUDA only: page-locked staging buffers and async copies; false (--no-pin) gives pageable
   // buffers and synchronous copies, which is what the benchmark compares.
   bool pin_memory = true;
-  bool flatten = true;  // x is (B, H*W); else (B, H, W)
-  // Data-parallel training: every shard sees the same epoch order and batches of batch_size samples
-  // (the global batch), and takes its own contiguous part of each: rows [b*r/R, b*(r+1)/R) of a batch of
-  // b rows for shard r of R (PyTorch's DistributedSampler splits by sample instead; this keeps the
-  // global batch the step of a single process, so R shards sum to exactly its gradient).
+  // One sample as the model takes it (models::Architecture::sample_shape()): x is (B, *sample_shape). Empty: each
+  // image flattened to (H*W). Its element count must be the dataset's sample size.
+  Shape sample_shape;
+  // Data-parallel training: every shard sees the same epoch order and batches of batch_size samples (the global
+  // batch), and takes its own contiguous part of each (data/sampler.h).
   int64_t shard_rank = 0;
   int64_t shard_count = 1;
 };
 
 struct Batch {
-  Tensor x;           // (B, H*W) or (B, H, W) float32 in [0, 1], on the loader's device
+  Tensor x;           // (B, *sample_shape) float32 in [0, 1], on the loader's device
   Tensor y;           // (B) int64, on the loader's device
   int64_t index = 0;  // batch number within the epoch
   int64_t global_size = 0;  // rows of the whole batch over every shard (size() without sharding)
   int64_t size() const { return y.defined() ? y.size(0) : 0; }
 };
 
-// The order of epoch `epoch`: a permutation of 0..n-1 by Fisher-Yates over Philox4x32-10 keyed
-// by (seed, epoch). Defined bit for bit (no std::shuffle), so it is the same on every platform.
-void epoch_permutation(int64_t n, uint64_t seed, int64_t epoch, std::vector<int64_t>& order);
+// images (N, H, W) u8 on the host as a model input: (N, *sample_shape) f32 on `device`, scaled as batches are.
+Tensor images_to_input(const Tensor& images, const Shape& sample_shape, Device device);
 
 // Usage: for each epoch: loader.start_epoch(epoch); while (loader.next(batch)) train(batch.x, batch.y);
 //
-// Batches are views of a ring of buffers allocated once: when the caller drops each batch (the
-// usual loop) nothing is allocated per step; a buffer still referenced (a kept batch) is replaced
-// instead of overwritten, so a kept batch stays intact. On CUDA the batch is ready in stream
-// order: work queued on the device's compute stream may use it at once.
+// Each batch is a tensor of its own from the allocators' caches (nothing is allocated from the system per step,
+// and a batch the caller keeps stays intact). On CUDA the batch is ready in stream order: work queued on the
+// device's compute stream may use it at once.
 class DataLoader {
  public:
   // Keeps a handle to the dataset's tensors (no copy). Throws on an invalid dataset or options,

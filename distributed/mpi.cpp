@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/cuda_runtime.h"
+#include "core/stream.h"
 #include "base/error.h"
 #include "distributed/nccl.h"
 
@@ -23,7 +23,6 @@ namespace ember::dist {
 
 namespace {
 
-namespace rt = cuda::runtime;
 
 void mpi_check(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
@@ -93,13 +92,12 @@ class ThreadWork : public Work {
 // compute stream after the collective; the host never blocks.
 class StreamWork : public Work {
  public:
-  StreamWork(void* event, int device) : event_(event), device_(device) {}
-  ~StreamWork() override { rt::event_destroy(event_); }
-  void wait() override { rt::stream_wait_event(rt::compute_stream(device_), event_); }
+  StreamWork(cuda::Event done, Device device) : done_(std::move(done)), device_(device) {}
+  void wait() override { cuda::Stream::compute(device_).wait(done_); }
 
  private:
-  void* event_;
-  int device_;
+  cuda::Event done_;
+  Device device_;
 };
 
 // One thread that runs queued collectives in order (every rank queues them in the same order).
@@ -214,8 +212,7 @@ class MpiWorld : public Communicator {
     require_contiguous(t, "all_reduce_sum");
     if (t.device().is_cpu()) return all_reduce_host(comm_, t.raw_data(), t.numel(), t.dtype());
     if (NcclComm* n = nccl_for(t.device())) {
-      const kernels::Stream s = rt::compute_stream(t.device().index);
-      return nccl_all_reduce_sum(*n, t.raw_data(), t.numel(), t.dtype(), s);
+      return nccl_all_reduce_sum(*n, t.raw_data(), t.numel(), t.dtype(), cuda::Stream::compute(t.device()));
     }
     Tensor host = t.to(Device::cpu());  // pinned; the ledger counts both copies
     all_reduce_host(comm_, host.raw_data(), host.numel(), host.dtype());
@@ -238,7 +235,7 @@ class MpiWorld : public Communicator {
     const int64_t bytes = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
     if (t.device().is_cpu()) return broadcast_bytes(comm_, t.raw_data(), bytes, root);
     if (NcclComm* n = nccl_for(t.device()))
-      return nccl_broadcast(*n, t.raw_data(), bytes, root, rt::compute_stream(t.device().index));
+      return nccl_broadcast(*n, t.raw_data(), bytes, root, cuda::Stream::compute(t.device()));
     Tensor host = t.to(Device::cpu());
     broadcast_bytes(comm_, host.raw_data(), bytes, root);
     t.copy_from(host);
@@ -279,16 +276,14 @@ class MpiWorld : public Communicator {
   }
 
   std::unique_ptr<Work> nccl_async(NcclComm& n, const Tensor& t) {
-    const int d = t.device().index;
-    const kernels::Stream compute = rt::compute_stream(d), collective = rt::collective_stream(d);
-    void* ready = rt::event_create();
-    rt::event_record(ready, compute);
-    rt::stream_wait_event(collective, ready);
-    rt::event_destroy(ready);
+    const cuda::Stream compute = cuda::Stream::compute(t.device()), collective = cuda::Stream::collective(t.device());
+    cuda::Event ready;
+    ready.record(compute);
+    collective.wait(ready);  // the gradients in t are written by the compute stream's backward
     nccl_all_reduce_sum(n, t.raw_data(), t.numel(), t.dtype(), collective);
-    void* done = rt::event_create();
-    rt::event_record(done, collective);
-    return std::make_unique<StreamWork>(done, d);
+    cuda::Event done;
+    done.record(collective);
+    return std::make_unique<StreamWork>(std::move(done), t.device());
   }
 
   // The NCCL communicator of the run's device, started on the first device collective (every rank reaches

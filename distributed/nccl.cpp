@@ -59,15 +59,15 @@ std::unique_ptr<NcclComm, void (*)(NcclComm*)> nccl_start(int rank, int size, in
   return out;
 }
 
-void nccl_all_reduce_sum(NcclComm& c, void* data, int64_t count, DType dtype, kernels::Stream stream) {
+void nccl_all_reduce_sum(NcclComm& c, void* data, int64_t count, DType dtype, const cuda::Stream& stream) {
   nccl_check(ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype), ncclSum, c.comm,
-                           reinterpret_cast<cudaStream_t>(stream)),
+                           reinterpret_cast<cudaStream_t>(stream.handle())),
              "ncclAllReduce");
 }
 
-void nccl_broadcast(NcclComm& c, void* data, int64_t bytes, int root, kernels::Stream stream) {
+void nccl_broadcast(NcclComm& c, void* data, int64_t bytes, int root, const cuda::Stream& stream) {
   nccl_check(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, c.comm,
-                           reinterpret_cast<cudaStream_t>(stream)),
+                           reinterpret_cast<cudaStream_t>(stream.handle())),
              "ncclBroadcast");
 }
 
@@ -85,10 +85,10 @@ std::unique_ptr<NcclComm, void (*)(NcclComm*)> nccl_start(int, int, int, const S
   *why = EMBER_HAS_CUDA ? "this CUDA build has no NCCL" : "this build has no CUDA";
   return {nullptr, [](NcclComm* c) { delete c; }};
 }
-void nccl_all_reduce_sum(NcclComm&, void*, int64_t, DType, kernels::Stream) {
+void nccl_all_reduce_sum(NcclComm&, void*, int64_t, DType, const cuda::Stream&) {
   throw InternalError("nccl_all_reduce_sum without NCCL");
 }
-void nccl_broadcast(NcclComm&, void*, int64_t, int, kernels::Stream) { throw InternalError("nccl_broadcast without NCCL"); }
+void nccl_broadcast(NcclComm&, void*, int64_t, int, const cuda::Stream&) { throw InternalError("nccl_broadcast without NCCL"); }
 std::string nccl_version() { return "no NCCL"; }
 
 #endif

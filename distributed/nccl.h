@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/dtype.h"
-#include "kernels/common.h"
+#include "core/stream.h"
 
 namespace ember::dist {
 
@@ -22,8 +22,8 @@ using ShareBytes = std::function<void(void* data, size_t bytes)>;
 std::unique_ptr<NcclComm, void (*)(NcclComm*)> nccl_start(int rank, int size, int device, const ShareBytes& share_id,
                                                           std::string* why);
 // Queued on `stream`; the host does not wait.
-void nccl_all_reduce_sum(NcclComm& comm, void* data, int64_t count, DType dtype, kernels::Stream stream);
-void nccl_broadcast(NcclComm& comm, void* data, int64_t bytes, int root, kernels::Stream stream);
+void nccl_all_reduce_sum(NcclComm& comm, void* data, int64_t count, DType dtype, const cuda::Stream& stream);
+void nccl_broadcast(NcclComm& comm, void* data, int64_t bytes, int root, const cuda::Stream& stream);
 // "NCCL 2.x.y"
 std::string nccl_version();
 

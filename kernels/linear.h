@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/common.h"
 
@@ -21,6 +22,11 @@ enum class Epilogue : uint8_t { None, Bias, BiasRelu };
       int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue
 
 namespace cpu {
+// The BLAS the CPU GEMM calls: OpenBLAS's build string (version, kernels, thread limit), and the threads it runs
+// inside one GEMM tile (1: the pool's tiles are the parallelism).
+std::string blas_config();
+int blas_threads();
+
 // C cut into tiles (gemm_tiles), each one single-threaded OpenBLAS call (cblas_sgemm / cblas_dgemm) followed by the
 // epilogue on the tile while it is in cache; the host thread pool runs the tiles. The tiles depend on M, N and K only,
 // so C is bitwise the same at any thread count.

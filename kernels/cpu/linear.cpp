@@ -89,6 +89,9 @@ void bias_epilogue(int64_t M, int64_t N, T *C, int64_t ldc, const T *bias, bool 
 
 }  // namespace
 
+std::string blas_config() { return openblas_get_config(); }
+int blas_threads() { return openblas_get_num_threads(); }
+
 GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   // What a cut costs beyond the product, in elements moved: a row cut makes every tile pack all of op(B) (K x N);
   // a column cut packs op(A) (M x K) in every tile, and also leaves C's storage split the other way from the

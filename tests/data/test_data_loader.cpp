@@ -12,6 +12,7 @@
 #include "core/transfer_ledger.h"
 #include "support/threads.h"
 #include "data/loader.h"
+#include "data/sampler.h"
 
 using namespace ember;
 using namespace ember::data;
@@ -196,17 +197,35 @@ TEST_CASE("DataLoader scales u8 to f32 in [0, 1] exactly as the cast kernels do"
   REQUIRE(static_cast<float>(255) * scale == 1.0f);
 }
 
-TEST_CASE("DataLoader without flatten keeps the image shape", "[train]") {
+TEST_CASE("DataLoader shapes each batch as the model's samples: flat by default, or the sample shape given", "[data]") {
   DataLoaderOptions o = options(8);
-  o.flatten = false;
-  DataLoader loader(indexed_dataset(12), o);
+  DataLoader flat(indexed_dataset(12), o);
   Batch batch;
+  REQUIRE(flat.next(batch));
+  REQUIRE(batch.x.shape() == Shape{8, 784});
+  o.sample_shape = {1, 28, 28};  // a CNN's
+  DataLoader loader(indexed_dataset(12), o);
   REQUIRE(loader.next(batch));  // epoch 0 starts on its own
   REQUIRE(loader.epoch() == 0);
-  REQUIRE(batch.x.shape() == Shape{8, 28, 28});
+  REQUIRE(batch.x.shape() == Shape{8, 1, 28, 28});
   REQUIRE(loader.next(batch));
-  REQUIRE(batch.x.shape() == Shape{4, 28, 28});
+  REQUIRE(batch.x.shape() == Shape{4, 1, 28, 28});
   REQUIRE(batch.y.shape() == Shape{4});
+  o.sample_shape = {2, 28, 28};
+  REQUIRE_THROWS_WITH(DataLoader(indexed_dataset(12), o),
+                      Catch::Contains("samples of 784 values cannot take the model's sample shape [2, 28, 28]"));
+}
+
+TEST_CASE("images_to_input gives a batch's values for images outside a loader", "[data]") {
+  const Dataset data = indexed_dataset(5);
+  DataLoaderOptions o = options(5, false);
+  o.sample_shape = {1, 28, 28};
+  DataLoader loader(data, o);
+  Batch batch;
+  REQUIRE(loader.next(batch));
+  const Tensor x = images_to_input(data.images, {1, 28, 28}, Device::cpu());
+  REQUIRE(x.shape() == Shape{5, 1, 28, 28});
+  CHECK(x.to_vector<float>() == batch.x.to_vector<float>());
 }
 
 TEST_CASE("DataLoader reuses its buffers and never overwrites a batch someone holds", "[train]") {
