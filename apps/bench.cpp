@@ -11,6 +11,7 @@
 #include "bench/report.h"
 #include "bench/suites.h"
 #include "base/error.h"
+#include "formats/file.h"
 #include "formats/svg.h"
 
 namespace ember::apps {

@@ -1,8 +1,6 @@
 // `ember eval` (accuracy, loss, per-class accuracy, confusion matrix) and `ember predict` (one image).
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,7 +8,9 @@
 #include "apps/commands.h"
 #include "core/ops.h"
 #include "models/io.h"
-#include "train/trainer.h"
+#include "data/loader.h"
+#include "formats/pgm.h"
+#include "train/evaluate.h"
 
 namespace ember::apps {
 
@@ -20,12 +20,8 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
   Device device = resolve_device(device_text);
   models::Network loaded = models::load_model(checkpoint, device);
   data::Dataset test = data::load_fashion_mnist(data, data::Split::Test);
-  EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == test.sample_numel() &&
-                  loaded.arch.classes == data::kFashionMnistClasses,
-              FormatError, checkpoint, ": the model is ", loaded.arch.str(), " but Fashion-MNIST needs ",
-              test.sample_numel(), " inputs and 10 outputs");
-  train::EvalResult r = train::evaluate(*loaded.model, test, 1000, true, data::kFashionMnistClasses,
-                                        loaded.arch.sample_shape());
+  train::check_model_fits(loaded.arch, test, checkpoint);
+  train::EvalResult r = train::evaluate(*loaded.model, loaded.arch, test, 1000, true);
   if (as_json) {
     nlohmann::json j{{"accuracy", r.accuracy}, {"loss", r.loss}, {"per_class", nlohmann::json::object()},
                      {"confusion", r.confusion}};
@@ -49,36 +45,6 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
   }
 }
 
-// A binary (P5) PGM of 28x28 pixels with maxval 255, as u8 (1, 28, 28). Comments (#) allowed.
-Tensor read_pgm(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EMBER_CHECK(f.good(), IoError, "cannot open ", path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t pos = 0;
-  auto token = [&]() {
-    while (pos < bytes.size()) {
-      if (bytes[pos] == '#') {
-        while (pos < bytes.size() && bytes[pos] != '\n') ++pos;
-      } else if (std::isspace(static_cast<unsigned char>(bytes[pos]))) {
-        ++pos;
-      } else {
-        break;
-      }
-    }
-    size_t start = pos;
-    while (pos < bytes.size() && !std::isspace(static_cast<unsigned char>(bytes[pos]))) ++pos;
-    return bytes.substr(start, pos - start);
-  };
-  EMBER_CHECK(token() == "P5", FormatError, path, ": not a binary PGM (expected magic P5)");
-  std::string w = token(), h = token(), maxval = token();
-  EMBER_CHECK(w == "28" && h == "28", FormatError, path, ": expected a 28x28 image, found ", w, "x", h);
-  EMBER_CHECK(maxval == "255", FormatError, path, ": expected maxval 255, found ", maxval);
-  ++pos;  // the single whitespace byte before the pixels
-  EMBER_CHECK(pos + 784 == bytes.size(), FormatError, path, ": expected 784 pixel bytes after the header, found ",
-              bytes.size() >= pos ? bytes.size() - pos : 0);
-  return Tensor::from_data(bytes.data() + pos, 784, {1, 28, 28}, DType::U8);
-}
-
 void run_predict(const std::string& checkpoint, const std::string& data, const std::string& device_text, int64_t index,
                  const std::string& pgm) {
   EMBER_CHECK((index >= 0) != !pgm.empty(), ValueError, "give exactly one of --index N (a test-set image) or --pgm FILE");
@@ -90,7 +56,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
   std::string what;
   int64_t truth = -1;
   if (!pgm.empty()) {
-    image = read_pgm(pgm);
+    image = formats::read_pgm(pgm, 28, 28);
     what = pgm;
   } else {
     data::Dataset test = data::load_fashion_mnist(data, data::Split::Test);
@@ -101,7 +67,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
     what = "test image " + std::to_string(index);
   }
   loaded.model->eval();
-  Tensor x = ops::cast(image.to(device).reshape(loaded.arch.batch_shape(1)), DType::F32, 1.0 / 255);
+  const Tensor x = data::images_to_input(image, loaded.arch.sample_shape(), device);
   std::vector<float> probs = ops::softmax(loaded.model->forward(x)).to_vector<float>();
   size_t best = 0;
   for (size_t c = 1; c < probs.size(); ++c)

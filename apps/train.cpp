@@ -16,16 +16,18 @@ namespace ember::apps {
 
 namespace {
 
-struct GivenFlags {
-  bool epochs, lr, weight_decay, hidden;
+// The flags whose defaults depend on --model.
+struct RecipeFlags {
+  const CLI::Option *epochs, *lr, *weight_decay, *hidden;
 };
 
-// The CNN's default recipe (docs/benchmarks.md, "CNN accuracy"), for the flags not given on the command line.
-void apply_cnn_recipe(train::TrainConfig& c, GivenFlags given) {
-  if (!given.epochs) c.epochs = 10;
-  if (!given.lr) c.lr = 0.05;
-  if (!given.weight_decay) c.weight_decay = 5e-4;
-  if (!given.hidden) c.hidden = {128};
+// The model's own recipe (train::TrainConfig::defaults_for) for each of those flags not given on the command line.
+void apply_model_recipe(train::TrainConfig& c, const RecipeFlags& flags) {
+  const train::TrainConfig recipe = train::TrainConfig::defaults_for(c.model);
+  if (flags.epochs->count() == 0) c.epochs = recipe.epochs;
+  if (flags.lr->count() == 0) c.lr = recipe.lr;
+  if (flags.weight_decay->count() == 0) c.weight_decay = recipe.weight_decay;
+  if (flags.hidden->count() == 0) c.hidden = recipe.hidden;
 }
 
 // Under mpirun: cuda:local_rank for auto or cuda (one GPU a rank on each machine), and the cores shared
@@ -119,8 +121,7 @@ void add_train_command(CLI::App& app) {
 
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;
-    if (c.model == "cnn") apply_cnn_recipe(c, {epochs->count() > 0, lr->count() > 0, weight_decay->count() > 0,
-                                               hidden->count() > 0});
+    apply_model_recipe(c, {epochs, lr, weight_decay, hidden});
     dist::Communicator& comm = dist::world();
     c.device = rank_device(*device, comm);
     c.shuffle = !*no_shuffle;

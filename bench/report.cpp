@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "formats/file.h"
 #include "formats/svg.h"
 
 namespace ember::bench {

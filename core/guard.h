@@ -11,6 +11,12 @@
 
 namespace ember {
 
+// What the checks found so far: the first and last flagged steps, how many, and which tensors (bit i: tensor i).
+using GuardReport = kernels::GuardReport;
+// Tensors one check may watch, and the bit of tensor i in a report's mask.
+inline constexpr int kGuardMaxTensors = kernels::kGuardMaxTensors;
+inline uint64_t guard_bit(int tensor) { return kernels::guard_bit(tensor); }
+
 class NonFiniteGuard {
  public:
   // Skip: only a flagged step's update is skipped. Stop: after the first flagged step every later update
@@ -32,7 +38,7 @@ class NonFiniteGuard {
   // The first flagged step whose check has finished, 0 if none (yet). Never waits for the device.
   int64_t first_bad_step() const;
   // Waits for the device's queued work, then returns the exact report.
-  kernels::GuardReport report() const;
+  GuardReport report() const;
   // Where the optimizer kernels read skip/skipped (device memory on CUDA, host memory on the CPU).
   const kernels::GuardState* state() const;
 

@@ -9,13 +9,12 @@
 #include <filesystem>
 #include <unordered_set>
 
+#include "formats/file.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_detail.h"
 
 namespace ember::formats {
 
-using detail::errno_text;
-using detail::Fd;
 using detail::json;
 using detail::kSupported;
 using detail::quote;
@@ -28,19 +27,6 @@ const char* safetensors_code(DType dtype) {
   throw InternalError("safetensors_code: unknown dtype");
 }
 
-bool write_full(int fd, const void* src, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    const size_t chunk = std::min<size_t>(n - done, size_t{1} << 30);
-    const ssize_t w = ::write(fd, static_cast<const char*>(src) + done, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(w);
-  }
-  return true;
-}
 
 // Header JSON as the reference writer lays it out ("__metadata__" first, then tensors with dtype,
 // shape, data_offsets, no spaces), padded with spaces to a multiple of 8 so the data is aligned.
@@ -115,26 +101,6 @@ std::string length_prefix(const std::string& header) {
   return out;
 }
 
-// Removes the temp file unless the rename happened: a failed save leaves nothing behind.
-class TempFile {
- public:
-  TempFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  int fd() const { return fd_; }
-  int close() { return ::close(std::exchange(fd_, -1)); }
-  void commit() { committed_ = true; }
-
- private:
-  int fd_;
-  std::string path_;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 // ---- public API --------------------------------------------------------------------------------
@@ -160,38 +126,15 @@ std::vector<uint8_t> safetensors_to_bytes(const NamedTensors& tensors,
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   const std::string header = build_header(tensors, metadata);  // every ValueError before touching the disk
-  const std::string tmp_path = path + ".tmp." + std::to_string(::getpid());
-  auto io_fail = [&](const char* step, const std::string& file) {
-    const int err = errno;  // read first: building the message may allocate
-    throw IoError(ember::detail::concat("cannot save checkpoint ", path, ": ", step, " ", file, ": ", errno_text(err),
-                                        "; the previous file (if any) is unchanged"));
-  };
-  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) io_fail("cannot create temp file", tmp_path);
-  TempFile tmp(fd, tmp_path);
-
+  AtomicFile file(path, "checkpoint");
   const std::string prefix = length_prefix(header);
-  if (!write_full(fd, prefix.data(), prefix.size()) || !write_full(fd, header.data(), header.size()))
-    io_fail("cannot write temp file", tmp_path);
+  file.write(prefix.data(), prefix.size());
+  file.write(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
     const Tensor host = t.to(Device::cpu()).contiguous();  // one tensor at a time bounds host memory
-    if (host.nbytes() > 0 && !write_full(fd, host.raw_data(), host.nbytes()))
-      io_fail("cannot write temp file", tmp_path);
+    if (host.nbytes() > 0) file.write(host.raw_data(), host.nbytes());
   }
-  if (::fsync(fd) != 0) io_fail("cannot fsync temp file", tmp_path);
-  if (tmp.close() != 0) io_fail("cannot close temp file", tmp_path);
-  if (::rename(tmp_path.c_str(), path.c_str()) != 0) io_fail("cannot rename over it the temp file", tmp_path);
-  tmp.commit();
-
-  // The rename is durable only once the directory entry is on disk.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() < 0 || (::fsync(dir_fd.get()) != 0 && errno != EINVAL)) {
-    const int err = errno;
-    throw IoError(ember::detail::concat("saved checkpoint ", path, " but could not sync its directory ", dir, ": ",
-                                        errno_text(err), "; a power loss now could lose the new file"));
-  }
+  file.commit();
 }
 
 }  // namespace ember::formats

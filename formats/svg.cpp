@@ -97,17 +97,4 @@ std::string render_svg(const std::vector<SvgChart>& charts, int chart_width, int
   return out.str();
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    EMBER_CHECK(f.good(), IoError, "cannot write ", path, ": cannot open ", tmp, " for writing");
-    f << text;
-    f.flush();
-    EMBER_CHECK(f.good(), IoError, "cannot write ", path, ": writing ", tmp, " failed (disk full?)");
-  }
-  EMBER_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, IoError, "cannot write ", path, ": rename from ", tmp,
-              " failed");
-}
-
 }  // namespace ember::formats

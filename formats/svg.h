@@ -20,7 +20,5 @@ struct SvgChart {
 
 // One or more charts side by side in one SVG document.
 std::string render_svg(const std::vector<SvgChart>& charts, int chart_width = 480, int chart_height = 320);
-// Writes atomically enough for a plot (temp + rename); throws IoError on failure.
-void write_text_file(const std::string& path, const std::string& text);
 
 }  // namespace ember::formats

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "formats/safetensors.h"
+#include "models/io.h"
 
 namespace ember::train {
 
@@ -69,6 +70,12 @@ TrainingState load_training_state(const std::string& path) {
     s.optimizer.tensors.emplace_back(name.substr(10), t);
   }
   return s;
+}
+
+void save_checkpoint(const std::string& dir, const nn::Module& model, const models::Architecture& arch,
+                     const TrainingState& state) {
+  models::save_model(dir + "/model.safetensors", model, arch);
+  save_training_state(dir + "/state.safetensors", state);
 }
 
 }  // namespace ember::train

@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "models/architecture.h"
+#include "nn/module.h"
 #include "optim/optimizer.h"
 
 namespace ember::train {
@@ -19,5 +21,10 @@ struct TrainingState {
 };
 void save_training_state(const std::string& path, const TrainingState& state);
 TrainingState load_training_state(const std::string& path);
+
+// What a run writes after every epoch: `dir`/model.safetensors (models/io.h) and `dir`/state.safetensors, each
+// atomically, so an interrupted run resumes from its last complete epoch.
+void save_checkpoint(const std::string& dir, const nn::Module& model, const models::Architecture& arch,
+                     const TrainingState& state);
 
 }  // namespace ember::train

@@ -1,0 +1,67 @@
+// What a training run measures and reports: each step's loss and correct count (kept on the device, read a few
+// times an epoch), each epoch's figures, the run's files (metrics.csv, metrics.svg, --metrics-json) and the
+// progress line.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/transfer_ledger.h"
+
+namespace ember::train {
+
+struct EpochMetrics {
+  int64_t epoch = 0;  // 1-based
+  double train_loss = 0, train_accuracy = 0;
+  double test_loss = 0, test_accuracy = 0;
+  double seconds = 0, samples_per_second = 0;
+  double lr = 0;      // at the end of the epoch
+};
+// As a JSON object, and back (FormatError naming `where` when malformed).
+std::string epoch_json(const EpochMetrics& m);
+std::string history_json(const std::vector<EpochMetrics>& history);  // a JSON array
+std::vector<EpochMetrics> history_from_json(const std::string& json, const std::string& where);
+
+// H2D, D2H and D2D counts of the transfer ledger.
+using LedgerCounts = std::array<TransferStats, 3>;
+LedgerCounts ledger_now();
+LedgerCounts ledger_since(const LedgerCounts& start);
+
+// Each step's loss (of the global batch) and this rank's correct count, in slots on the device: writing them is
+// a device copy, and the host reads them only to draw progress and at the epoch's end.
+class StepRecord {
+ public:
+  StepRecord(int64_t steps_per_epoch, Device device);
+  void record(int64_t step_in_epoch, const Tensor& loss, const Tensor& correct, int64_t global_rows);
+
+  // Over the first `steps` steps of the epoch, those whose loss is finite (all unless steps were skipped).
+  struct Sums {
+    double loss = 0;     // sum of loss * rows
+    double correct = 0;  // this rank's correct predictions
+    double rows = 0;     // rows of the global batches
+    double mean_loss() const { return loss / rows; }
+    double accuracy() const { return correct / rows; }
+  };
+  Sums sums(int64_t steps) const;
+
+ private:
+  Tensor loss_, correct_;            // (steps_per_epoch) f32 and int64 on the device
+  std::vector<int64_t> rows_;        // rows of each step's global batch
+};
+
+// "\repoch 3/20 [=====   ] 21%  loss 0.5213  acc 81.20%  190000 samples/s  ETA 0:02  "
+void draw_progress(std::ostream& log, int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss,
+                   double acc, double rate);
+// "epoch 3/20  train loss ... lr ...  1.2 s  190000 samples/s" (after a progress bar: starting with \r)
+std::string epoch_line(const EpochMetrics& m, int64_t epochs, bool after_progress_bar);
+
+// metrics.csv and metrics.svg in `dir` and, when `metrics_json` is given, the JSON record of the run with its
+// config (a JSON object) and transfer counts there.
+void write_run_files(const std::string& dir, const std::vector<EpochMetrics>& history, const std::string& metrics_json,
+                     const std::string& device, const std::string& config_json, const LedgerCounts& transfers);
+
+}  // namespace ember::train

@@ -1,0 +1,52 @@
+// One training step on one rank (DESIGN.md, "data flow of one training step"): forward, the fused softmax
+// cross-entropy, backward with the gradients summed across ranks bucket by bucket as backward fills them, the
+// non-finite check, and the optimizer's fused update at the schedule's learning rate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "data/loader.h"
+#include "distributed/ddp.h"
+#include "nn/container.h"
+#include "nn/loss.h"
+#include "optim/optimizer.h"
+#include "train/config.h"
+#include "train/nonfinite.h"
+
+namespace ember::train {
+
+class Stepper {
+ public:
+  // Steps of `model` as `c` configures them; a resumed run passes its saved steps and optimizer state.
+  Stepper(nn::Sequential& model, const TrainConfig& c, dist::Communicator& comm, int64_t steps_per_epoch,
+          int64_t steps_done = 0, const optim::OptimizerState* resume = nullptr);
+
+  struct Output {
+    Tensor loss;     // 0-d: the global batch's mean loss (on the model's device)
+    Tensor correct;  // 0-d int64: this rank's correct predictions
+  };
+  // The next step on `batch`, this rank's part of a global batch. Throws NumericalError (stop mode) once a checked
+  // step had NaN/Inf.
+  Output step(const data::Batch& batch);
+
+  int64_t steps_done() const { return step_; }
+  double lr() const { return optimizer_->lr(); }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  const NonFiniteWatch& watch() const { return watch_; }
+  const dist::GradientReducer& reducer() const { return reducer_; }
+
+ private:
+  nn::Sequential& model_;
+  dist::Communicator& comm_;
+  Device device_;
+  int64_t steps_per_epoch_, step_;
+  double peak_lr_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  NonFiniteWatch watch_;
+  dist::GradientReducer reducer_;
+  nn::CrossEntropyLoss loss_;
+};
+
+}  // namespace ember::train
