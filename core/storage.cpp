@@ -40,9 +40,9 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // Pageable blocks of kHugePageAdvice bytes or more ask Linux for transparent huge pages over their 2 MiB-aligned
 // interior, before anything touches them (madvise(MADV_HUGEPAGE); with THP in its usual "madvise" mode nothing is
 // backed by huge pages without it). Such a block is a dataset or a large batch, and the training set is read by
-// rows at random: the MLP's batch gather took a TLB miss on nearly every 784-byte image, and with 2 MiB pages it
-// runs 15% faster (65 -> 55 us a batch of 128 on one thread; the step +3% at batch 128, 2026-12-05,
-// docs/benchmarks.md). A hint: where the kernel refuses or lacks it, nothing changes.
+// rows at random: with 4 KiB pages the batch gather takes a TLB miss on nearly every 784-byte image
+// (docs/benchmarks.md, "Measurements behind the code"). A hint: where the kernel refuses or lacks it, nothing
+// changes.
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kHugePageAdvice = size_t{16} << 20;
 
@@ -60,8 +60,8 @@ void advise_huge_pages(void* block, size_t bytes) {
 
 // Freed pageable blocks, kept for reuse by exact size. A CPU training step frees and asks again for the same
 // sizes every step (activations and their gradients), and glibc gives blocks of a few hundred KiB back to the
-// OS on free (munmap, or trimming the heap's top), so each step paid page faults and malloc_consolidate: 1-1.5%
-// of a CPU training step, all of it on the calling thread (measured 2026-12-04). At most kHostCacheBytes are
+// OS on free (munmap, or trimming the heap's top), so each step would pay page faults and malloc_consolidate on
+// the calling thread (docs/benchmarks.md, "Measurements behind the code"). At most kHostCacheBytes are
 // kept; beyond that a freed block goes back to malloc. Off under AddressSanitizer, whose use-after-free reports
 // a reused block would hide.
 #if defined(__SANITIZE_ADDRESS__)

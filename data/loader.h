@@ -26,7 +26,7 @@ struct DataLoaderOptions {
   bool pin_memory = true;
   // One sample as the model takes it (models::Architecture::sample_shape()): x is (B, *sample_shape). Empty: each
   // image flattened to (H*W). Its element count must be the dataset's sample size.
-  Shape sample_shape;
+  Shape sample_shape = {};
   // Data-parallel training: every shard sees the same epoch order and batches of batch_size samples (the global
   // batch), and takes its own contiguous part of each (data/sampler.h).
   int64_t shard_rank = 0;

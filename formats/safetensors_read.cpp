@@ -55,52 +55,49 @@ void check_header_length(const std::string& file, uint64_t file_size, uint64_t n
          file_size - 8, " (the file is ", file_size, " bytes)");
 }
 
-// Parses and validates the JSON header; `buffer_size` is the number of bytes after it.
-Header parse_header(const std::string& file, std::string_view text, uint64_t buffer_size) {
-  const uint64_t data_start = 8 + text.size();
-  Header header = detail::parse_header_json(file, text);
-
-  for (Entry& e : header.entries) {
-    const std::string name = quote(e.name);
-    bool found = false;
-    for (const auto& d : kSupported)
-      if (e.dtype_code == d.code) e.dtype = d.dtype, found = true;
-    if (!found) {
-      for (const char* u : kUnsupported)
-        if (e.dtype_code == u)
-          fail(file, "tensor ", name, ": dtype ", u,
-               " is valid safetensors but not supported by ember; expected one of ", kSupportedList,
-               " (convert the tensor, e.g. to float32, before saving)");
-      fail(file, "tensor ", name, ": unknown dtype ", quote(e.dtype_code), "; expected one of ", kSupportedList);
-    }
-    // Element count as int64 (ember's index type), then bytes, both overflow-checked.
-    // Zero sizes count as 1 here because strides are products of the other sizes and must fit too.
-    constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    uint64_t span = 1;
-    bool empty = false;
-    for (uint64_t d : e.dims) {
-      empty = empty || d == 0;
-      if (__builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) || span > kMax)
-        fail(file, "tensor ", name, ": shape ", dims_str(e.dims),
-             " is too large to address; expected the product of its non-zero sizes below 2^63");
-    }
-    const uint64_t numel = empty ? 0 : span;
-    if (__builtin_mul_overflow(numel, dtype_size(e.dtype), &e.nbytes) || e.nbytes > kMax)
-      fail(file, "tensor ", name, ": shape ", dims_str(e.dims), " of ", e.dtype_code, " needs more than 2^63 bytes");
-    const uint64_t begin = e.offsets[0], end = e.offsets[1];
-    if (begin > end)
-      fail(file, "tensor ", name, ": data_offsets [", begin, ", ", end, "] are reversed; expected begin <= end");
-    if (end - begin != e.nbytes)
-      fail(file, "tensor ", name, ": expected data_offsets to span ", e.nbytes, " bytes (shape ", dims_str(e.dims),
-           " x ", dtype_size(e.dtype), "-byte ", e.dtype_code, "), found [", begin, ", ", end, "] = ", end - begin,
-           " bytes");
-    if (end > buffer_size)
-      fail(file, "tensor ", name, ": data_offsets [", begin, ", ", end,
-           "] run past the end of the file; expected end <= ", buffer_size, " (the data buffer starts at file offset ",
-           data_start, ")");
+// One entry's dtype, size and data_offsets, against the `buffer_size` bytes after the header.
+void check_entry(const std::string& file, Entry& e, uint64_t buffer_size, uint64_t data_start) {
+  const std::string name = quote(e.name);
+  bool found = false;
+  for (const auto& d : kSupported)
+    if (e.dtype_code == d.code) e.dtype = d.dtype, found = true;
+  if (!found) {
+    for (const char* u : kUnsupported)
+      if (e.dtype_code == u)
+        fail(file, "tensor ", name, ": dtype ", u,
+             " is valid safetensors but not supported by ember; expected one of ", kSupportedList,
+             " (convert the tensor, e.g. to float32, before saving)");
+    fail(file, "tensor ", name, ": unknown dtype ", quote(e.dtype_code), "; expected one of ", kSupportedList);
   }
+  // Element count as int64 (ember's index type), then bytes, both overflow-checked.
+  // Zero sizes count as 1 here because strides are products of the other sizes and must fit too.
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t span = 1;
+  bool empty = false;
+  for (uint64_t d : e.dims) {
+    empty = empty || d == 0;
+    if (__builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) || span > kMax)
+      fail(file, "tensor ", name, ": shape ", dims_str(e.dims),
+           " is too large to address; expected the product of its non-zero sizes below 2^63");
+  }
+  const uint64_t numel = empty ? 0 : span;
+  if (__builtin_mul_overflow(numel, dtype_size(e.dtype), &e.nbytes) || e.nbytes > kMax)
+    fail(file, "tensor ", name, ": shape ", dims_str(e.dims), " of ", e.dtype_code, " needs more than 2^63 bytes");
+  const uint64_t begin = e.offsets[0], end = e.offsets[1];
+  if (begin > end)
+    fail(file, "tensor ", name, ": data_offsets [", begin, ", ", end, "] are reversed; expected begin <= end");
+  if (end - begin != e.nbytes)
+    fail(file, "tensor ", name, ": expected data_offsets to span ", e.nbytes, " bytes (shape ", dims_str(e.dims),
+         " x ", dtype_size(e.dtype), "-byte ", e.dtype_code, "), found [", begin, ", ", end, "] = ", end - begin,
+         " bytes");
+  if (end > buffer_size)
+    fail(file, "tensor ", name, ": data_offsets [", begin, ", ", end,
+         "] run past the end of the file; expected end <= ", buffer_size, " (the data buffer starts at file offset ",
+         data_start, ")");
+}
 
-  // Sorted by offsets, the spans must tile [0, buffer_size) exactly: no gap, no overlap, no trailing bytes.
+// Sorted by offsets, the spans must tile [0, buffer_size) exactly: no gap, no overlap, no trailing bytes.
+void check_tiling(const std::string& file, const Header& header, uint64_t buffer_size, uint64_t data_start) {
   std::vector<size_t> order(header.entries.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -124,6 +121,14 @@ Header parse_header(const std::string& file, std::string_view text, uint64_t buf
   if (expected != buffer_size)
     fail(file, "expected the file to end after the last tensor's data at file offset ", data_start + expected,
          ", found ", buffer_size - expected, " trailing bytes");
+}
+
+// Parses and validates the JSON header; `buffer_size` is the number of bytes after it.
+Header parse_header(const std::string& file, std::string_view text, uint64_t buffer_size) {
+  const uint64_t data_start = 8 + text.size();
+  Header header = detail::parse_header_json(file, text);
+  for (Entry& e : header.entries) check_entry(file, e, buffer_size, data_start);
+  check_tiling(file, header, buffer_size, data_start);
   return header;
 }
 

@@ -27,18 +27,17 @@ const char* safetensors_code(DType dtype) {
   throw InternalError("safetensors_code: unknown dtype");
 }
 
+std::string json_string(const std::string& s, const char* what) {
+  try {
+    return json(s).dump();
+  } catch (const json::exception&) {
+    throw ValueError(ember::detail::concat("save_safetensors: ", what, " ", quote(s),
+                                           " is not valid UTF-8; safetensors headers are UTF-8 JSON"));
+  }
+}
 
-// Header JSON as the reference writer lays it out ("__metadata__" first, then tensors with dtype,
-// shape, data_offsets, no spaces), padded with spaces to a multiple of 8 so the data is aligned.
-std::string build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
-  auto json_string = [](const std::string& s, const char* what) {
-    try {
-      return json(s).dump();
-    } catch (const json::exception&) {
-      throw ValueError(ember::detail::concat("save_safetensors: ", what, " ", quote(s),
-                                             " is not valid UTF-8; safetensors headers are UTF-8 JSON"));
-    }
-  };
+// ValueError for a tensor list no reader could take back: empty, reserved or repeated names, no data.
+void check_tensors(const NamedTensors& tensors) {
   std::unordered_set<std::string> names;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, t] = tensors[i];
@@ -53,6 +52,30 @@ std::string build_header(const NamedTensors& tensors, const std::map<std::string
     EMBER_CHECK(!t.device().is_meta(), ValueError, "save_safetensors: tensor ", quote(name),
                 " is on meta: it has a shape but no data to save; run on cpu or cuda instead");
   }
+}
+
+// "name":{"dtype":"F32","shape":[2,3],"data_offsets":[begin,end]}
+std::string tensor_entry(const std::string& name, const Tensor& t, uint64_t begin) {
+  std::string h = json_string(name, "tensor name");
+  h += ":{\"dtype\":\"";
+  h += safetensors_code(t.dtype());
+  h += "\",\"shape\":[";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) h += ',';
+    h += std::to_string(t.shape()[static_cast<size_t>(d)]);
+  }
+  h += "],\"data_offsets\":[";
+  h += std::to_string(begin);
+  h += ',';
+  h += std::to_string(begin + t.nbytes());
+  h += "]}";
+  return h;
+}
+
+// Header JSON as the reference writer lays it out ("__metadata__" first, then tensors with dtype,
+// shape, data_offsets, no spaces), padded with spaces to a multiple of 8 so the data is aligned.
+std::string build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  check_tensors(tensors);
   std::string h = "{";
   if (!metadata.empty()) {
     h += "\"__metadata__\":{";
@@ -67,24 +90,10 @@ std::string build_header(const NamedTensors& tensors, const std::map<std::string
     h += "}";
   }
   uint64_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, t] = tensors[i];
+  for (const auto& [name, t] : tensors) {
     if (h.size() > 1) h += ",";
-    h += json_string(name, "tensor name");
-    h += ":{\"dtype\":\"";
-    h += safetensors_code(t.dtype());
-    h += "\",\"shape\":[";
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      if (d) h += ',';
-      h += std::to_string(t.shape()[static_cast<size_t>(d)]);
-    }
-    const uint64_t end = offset + t.nbytes();
-    h += "],\"data_offsets\":[";
-    h += std::to_string(offset);
-    h += ',';
-    h += std::to_string(end);
-    h += "]}";
-    offset = end;
+    h += tensor_entry(name, t, offset);
+    offset += t.nbytes();
   }
   h += "}";
   h.append((8 - h.size() % 8) % 8, ' ');

@@ -38,7 +38,7 @@ struct GemmTiles {
   int64_t count, step;
 };
 inline constexpr double kGemmMinTileFlops = 1e6;  // below this a tile's call overhead outweighs the parallelism
-inline constexpr int64_t kGemmMaxTiles = 2;       // each extra cut costs 4-12% more work at these sizes (measured)
+inline constexpr int64_t kGemmMaxTiles = 2;       // each extra cut costs work (OpenBLAS packs the operands again)
 inline constexpr int64_t kGemmTileAlign = 16;     // tile edges: a multiple of the AVX-512 micro-kernel's width
 GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K);
 

@@ -96,8 +96,8 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   // What a cut costs beyond the product, in elements moved: a row cut makes every tile pack all of op(B) (K x N);
   // a column cut packs op(A) (M x K) in every tile, and also leaves C's storage split the other way from the
   // elementwise passes that read it next (they cut flat ranges, i.e. rows): with a weight gradient, the guard's
-  // scan and the optimizer's update then find half of C in the other core's cache. At batch 32 the MLP's dW1
-  // (256 x 784, K = 32) cut by rows trains 8-10% faster on two threads than cut by columns (measured 2026-12-04).
+  // scan and the optimizer's update then find half of C in the other core's cache (docs/benchmarks.md,
+  // "Measurements behind the code").
   const double row_cost = double(K) * double(N);
   const double column_cost = double(M) * double(K) + double(M) * double(N) / 2;
   const auto units = [](int64_t side) { return (side + kGemmTileAlign - 1) / kGemmTileAlign; };

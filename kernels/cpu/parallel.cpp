@@ -22,11 +22,10 @@
 namespace ember::kernels::cpu {
 namespace {
 
-// A training step opens a dozen regions separated by serial work (at batch 512, about 240 us of it between
-// the last GEMM of forward and the first ReLU backward), so a worker keeps polling this long before it
+// A training step opens a dozen regions separated by serial work, so a worker keeps polling this long before it
 // sleeps: waking a sleeping thread costs tens of microseconds on a VM, and a worker preempted by the host
-// comes back with its budget spent. 200 us let the worker sleep in half the regions of a batch-512 epoch
-// and cost a sixth of its speed; 1 ms, a few regions an epoch (measured 2026-12-03, docs/benchmarks.md).
+// comes back with its budget spent. A shorter budget let workers sleep between a step's regions
+// (docs/benchmarks.md, "Measurements behind the code").
 constexpr auto kSpinBeforeSleep = std::chrono::microseconds(1000);
 // The caller, its own tasks done, polls for the workers' tasks this long before it yields its core (on a
 // busy machine the worker it waits for may need that core).

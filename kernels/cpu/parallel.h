@@ -34,7 +34,7 @@ constexpr int kMaxThreads = 256;
 // Flush denormals: results too small for a normal float become 0, and denormal inputs read as 0 (x86 FTZ and DAZ
 // on the calling thread; elsewhere a no-op and flush_denormals() stays false). An SGD momentum buffer whose
 // gradient stays 0 decays into the denormal range within a few hundred steps, and every multiply on a denormal
-// then takes a microcode assist: the MLP's update ran 3x slower. Each region's tasks run in the mode of the
+// then takes a microcode assist that slows the update severalfold. Each region's tasks run in the mode of the
 // thread that opened it, so results stay the same at any thread count. Off by default (a library leaves the
 // thread's floating-point mode alone); `ember` turns it on unless given --keep-denormals.
 void set_flush_denormals(bool on);
@@ -65,10 +65,9 @@ void parallel_for(int64_t tasks, F&& fn, const char* site = __builtin_FUNCTION()
       const_cast<void*>(static_cast<const void*>(&fn)), site, work);
 }
 
-// Elements per task of a streaming loop (fill, add, relu, optimizer updates): 8192 floats take 1-4 us, a few
-// times what a region costs while the workers poll (about 1 us). At 32768 the MLP's ReLU backward and its
-// second layer's SGD update (128x256 and 256x128 elements) ran as one task on the caller: an eighth of a
-// batch-128 step was serial. Smaller inputs still run as one task on the caller.
+// Elements per task of a streaming loop (fill, add, relu, optimizer updates): a few times the work a region
+// costs while the workers poll, and small enough that the MLP's hidden-layer passes split across the threads
+// (docs/benchmarks.md, "Measurements behind the code"). Smaller inputs run as one task on the caller.
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 13;
 
 // The number of chunks parallel_chunks cuts n elements into: ceil(n / grain), a function of the sizes only.

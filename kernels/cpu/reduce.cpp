@@ -20,8 +20,8 @@ constexpr int64_t kBlock = 4096;
 constexpr int64_t kColumnTile = 1024;
 // sum_rows reads this many far-apart row ranges at once. Each accumulator load/store then absorbs
 // kStreams inputs, and every range is one long sequential stream that the hardware prefetcher
-// follows. (The previous loop, one row at a time that GCC unroll-and-jammed into two adjacent rows
-// with an accumulator round trip per element, ran at a quarter of this speed on 16 MiB inputs.)
+// follows. (A loop over one row at a time, which GCC unroll-and-jams into two adjacent rows with an
+// accumulator round trip per element, is several times slower on large inputs.)
 constexpr int64_t kStreams = 4;
 // Narrow matrices fold several rows into one run of accumulators, but keep at least this many
 // runs so that small inputs are still split over the streams.

@@ -125,6 +125,53 @@ __device__ __forceinline__ void store_slice(T (*tile)[BMN + kPad], int tid, cons
   }
 }
 
+// acc += op(A) op(B) over one BK-slice held in shared memory: each thread's TM x TN outputs.
+template <typename T, typename Cfg>
+__device__ __forceinline__ void multiply_slice(const T (*As)[Cfg::BM + Cfg::kPad], const T (*Bs)[Cfg::BN + Cfg::kPad],
+                                               int tx, int ty, T (&acc)[Cfg::TM][Cfg::TN]) {
+#pragma unroll
+  for (int k = 0; k < Cfg::BK; ++k) {
+    T a[Cfg::TM], b[Cfg::TN];
+#pragma unroll
+    for (int g = 0; g < Cfg::TM / 4; ++g) smem_read4(&As[k][g * Cfg::kThreadsM * 4 + ty * 4], a + g * 4);
+#pragma unroll
+    for (int g = 0; g < Cfg::TN / 4; ++g) smem_read4(&Bs[k][g * Cfg::kThreadsN * 4 + tx * 4], b + g * 4);
+#pragma unroll
+    for (int i = 0; i < Cfg::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+  }
+}
+
+// One output of the epilogue: v (alpha times the product) + beta * old (C's value, read only when beta != 0: with
+// beta == 0, C may hold NaN) + the column's bias, then the ReLU, written `v < 0 ? 0 : v` so NaN passes, as on the CPU.
+template <typename T>
+__device__ __forceinline__ T epilogue(T v, T beta, T old, const T *__restrict__ bias, int64_t col, bool relu) {
+  if (beta != T(0)) v += beta * old;
+  if (bias != nullptr) v += bias[col];
+  return relu ? (v < T(0) ? T(0) : v) : v;
+}
+
+// Four outputs of a row of C from column `col` (those < N): one 16-byte access each way when c_vec allows it.
+template <typename T>
+__device__ __forceinline__ void store4(T *__restrict__ crow, int64_t col, int64_t N, const T (&v)[4], T beta,
+                                       const T *__restrict__ bias, bool relu, bool c_vec) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (c_vec && col + 3 < N) {
+      float4 *cp = reinterpret_cast<float4 *>(crow + col);
+      const float4 old = beta != 0.0f ? *cp : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      *cp = make_float4(epilogue(v[0], beta, old.x, bias, col, relu), epilogue(v[1], beta, old.y, bias, col + 1, relu),
+                        epilogue(v[2], beta, old.z, bias, col + 2, relu), epilogue(v[3], beta, old.w, bias, col + 3, relu));
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (col + j >= N) break;
+    crow[col + j] = epilogue(v[j], beta, beta != T(0) ? crow[col + j] : T(0), bias, col + j, relu);
+  }
+}
+
 // C(M, N) = act(alpha * op(A) op(B) + beta * C + bias), one BM x BN tile per block (blockIdx.x = tile_m * tiles_n
 // + tile_n, so consecutive blocks share a row panel of A in L2). Out-of-range rows/columns of A and B are loaded as
 // zeros, so the inner loop needs no bounds checks; only the final stores are checked.
@@ -137,16 +184,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_kernel(in
                                                              T *__restrict__ C, int64_t ldc, const T *__restrict__ bias,
                                                              bool relu, bool c_vec, int64_t tiles_n) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, kPad = Cfg::kPad;
-  constexpr int kThreads = Cfg::kThreads;
+  constexpr int kThreads = Cfg::kThreads, kLoadsA = Cfg::kLoadsA, kLoadsB = Cfg::kLoadsB;
   __shared__ __align__(16) T As[2][BK][BM + kPad];
   __shared__ __align__(16) T Bs[2][BK][BN + kPad];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = tid % Cfg::kThreadsN, ty = tid / Cfg::kThreadsN;
-  const int64_t tile = blockIdx.x;
-  const int64_t m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
+  const int64_t m0 = (blockIdx.x / tiles_n) * BM, n0 = (blockIdx.x % tiles_n) * BN;
 
-  T ra[Cfg::kLoadsA][4], rb[Cfg::kLoadsB][4];
+  T ra[kLoadsA][4], rb[kLoadsB][4];
   T acc[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
@@ -154,82 +200,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_kernel(in
     for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
 
   const int64_t slices = (K + BK - 1) / BK;
-  if (slices > 0) {
-    load_slice<T, BM, BK, kThreads, Cfg::kLoadsA, !kTransA, kVec>(A, lda, m0, 0, M, K, tid, ra);
-    load_slice<T, BN, BK, kThreads, Cfg::kLoadsB, kTransB, kVec>(B, ldb, n0, 0, N, K, tid, rb);
-    store_slice<T, BM, BK, kPad, kThreads, Cfg::kLoadsA, !kTransA>(As[0], tid, ra);
-    store_slice<T, BN, BK, kPad, kThreads, Cfg::kLoadsB, kTransB>(Bs[0], tid, rb);
-    __syncthreads();
-  }
-  for (int64_t s = 0; s < slices; ++s) {
-    const int cur = static_cast<int>(s & 1);
-    const bool has_next = s + 1 < slices;  // the same for the whole block
-    if (has_next) {
-      load_slice<T, BM, BK, kThreads, Cfg::kLoadsA, !kTransA, kVec>(A, lda, m0, (s + 1) * BK, M, K, tid, ra);
-      load_slice<T, BN, BK, kThreads, Cfg::kLoadsB, kTransB, kVec>(B, ldb, n0, (s + 1) * BK, N, K, tid, rb);
+  for (int64_t s = 0; s <= slices; ++s) {
+    // Slice s into registers (s == 0: into buffer 0 at once), slice s - 1 multiplied meanwhile.
+    const int cur = static_cast<int>((s - 1) & 1);
+    if (s < slices) {
+      load_slice<T, BM, BK, kThreads, kLoadsA, !kTransA, kVec>(A, lda, m0, s * BK, M, K, tid, ra);
+      load_slice<T, BN, BK, kThreads, kLoadsB, kTransB, kVec>(B, ldb, n0, s * BK, N, K, tid, rb);
     }
-#pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      T a[TM], b[TN];
-#pragma unroll
-      for (int g = 0; g < TM / 4; ++g) smem_read4(&As[cur][k][g * Cfg::kThreadsM * 4 + ty * 4], a + g * 4);
-#pragma unroll
-      for (int g = 0; g < TN / 4; ++g) smem_read4(&Bs[cur][k][g * Cfg::kThreadsN * 4 + tx * 4], b + g * 4);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
-    }
-    if (has_next) {
-      // Nobody reads buffer cur^1 now: every thread passed the previous iteration's barrier after its last use.
-      store_slice<T, BM, BK, kPad, kThreads, Cfg::kLoadsA, !kTransA>(As[cur ^ 1], tid, ra);
-      store_slice<T, BN, BK, kPad, kThreads, Cfg::kLoadsB, kTransB>(Bs[cur ^ 1], tid, rb);
+    if (s > 0) multiply_slice<T, Cfg>(As[cur], Bs[cur], tx, ty, acc);
+    if (s < slices) {
+      // Nobody reads buffer s & 1 now: every thread passed the previous iteration's barrier after its last use.
+      store_slice<T, BM, BK, kPad, kThreads, kLoadsA, !kTransA>(As[s & 1], tid, ra);
+      store_slice<T, BN, BK, kPad, kThreads, kLoadsB, kTransB>(Bs[s & 1], tid, rb);
     }
     __syncthreads();
   }
 
-  // Epilogue: beta == 0 never reads C (it may hold NaN); `v < 0 ? 0 : v` lets NaN through, like the CPU twin.
 #pragma unroll
-  for (int gi = 0; gi < TM / 4; ++gi) {
+  for (int gi = 0; gi < TM / 4; ++gi)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t row = m0 + gi * Cfg::kThreadsM * 4 + ty * 4 + i;
       if (row >= M) continue;
-      T *crow = C + row * ldc;
 #pragma unroll
       for (int gj = 0; gj < TN / 4; ++gj) {
-        const int64_t col = n0 + gj * Cfg::kThreadsN * 4 + tx * 4;
         T v[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = alpha * acc[gi * 4 + i][gj * 4 + j];
-        if constexpr (std::is_same_v<T, float>) {
-          if (c_vec && col + 3 < N) {
-            float4 *cp = reinterpret_cast<float4 *>(crow + col);
-            if (beta != 0.0f) {
-              const float4 old = *cp;
-              v[0] += beta * old.x, v[1] += beta * old.y, v[2] += beta * old.z, v[3] += beta * old.w;
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              if (bias != nullptr) v[j] += bias[col + j];
-              if (relu) v[j] = v[j] < 0.0f ? 0.0f : v[j];
-            }
-            *cp = make_float4(v[0], v[1], v[2], v[3]);
-            continue;
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (col + j >= N) break;
-          T out = v[j];
-          if (beta != T(0)) out += beta * crow[col + j];
-          if (bias != nullptr) out += bias[col + j];
-          if (relu) out = out < T(0) ? T(0) : out;
-          crow[col + j] = out;
-        }
+        store4(C + row * ldc, n0 + gj * Cfg::kThreadsN * 4 + tx * 4, N, v, beta, bias, relu, c_vec);
       }
     }
-  }
 }
 
 template <typename T, typename Cfg, bool kTransA, bool kTransB, bool kVec>
