@@ -5,7 +5,7 @@ BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake make g++ catch2 libcli11-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
-                   dataset-fashion-mnist openmpi-bin libopenmpi-dev
+                   dataset-fashion-mnist openmpi-bin libopenmpi-dev python3
 NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CMAKE_FLAGS ?=
 ifneq ($(NVCC),)
@@ -85,7 +85,6 @@ fuzz-smoke: fuzz-deps
 # "--cuda" the CUDA list against the emulated device; scripts/mutants --help for the rest.
 MUTANTS_ARGS ?=
 mutants: deps
-	$(call install_missing,python3)
 	scripts/mutants $(MUTANTS_ARGS)
 
 # Trains on Fashion-MNIST on the best device (extra flags: make train TRAIN_ARGS="--epochs 5").

@@ -156,25 +156,4 @@ void AdamW::load_state_dict(const OptimizerState& s) {
   exp_avg_ = std::move(m), exp_avg_sq_ = std::move(v), steps_ = std::move(steps), lr_ = lr;
 }
 
-// ---- schedules ----------------------------------------------------------------------------------------------
-
-StepLr::StepLr(double lr, int64_t step_size, double gamma) : lr_(lr), step_size_(step_size), gamma_(gamma) {
-  EMBER_CHECK(step_size > 0, ValueError, "StepLr: step_size must be positive, got ", step_size);
-}
-
-double StepLr::lr_at(int64_t step) const { return lr_ * std::pow(gamma_, static_cast<double>(step / step_size_)); }
-
-CosineLr::CosineLr(double lr, int64_t total_steps, int64_t warmup_steps, double min_lr)
-    : lr_(lr), min_lr_(min_lr), total_(total_steps), warmup_(warmup_steps) {
-  EMBER_CHECK(total_steps > 0 && warmup_steps >= 0 && warmup_steps < total_steps, ValueError,
-              "CosineLr: need 0 <= warmup_steps < total_steps, got warmup ", warmup_steps, " of ", total_steps);
-}
-
-double CosineLr::lr_at(int64_t step) const {
-  if (step < warmup_) return lr_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
-  double progress = static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
-  progress = std::min(progress, 1.0);
-  return min_lr_ + 0.5 * (lr_ - min_lr_) * (1 + std::cos(3.141592653589793 * progress));
-}
-
 }  // namespace ember::optim

@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "models/architecture.h"
 #include "optim/optimizer.h"
+#include "optim/schedule.h"
 
 namespace ember::train {
 

@@ -64,7 +64,7 @@ DataLoaderOptions options(int64_t batch_size, bool shuffle = true, uint64_t seed
 
 }  // namespace
 
-TEST_CASE("DataLoader batch counts with and without drop_last", "[train]") {
+TEST_CASE("DataLoader batch counts with and without drop_last", "[data]") {
   Dataset data = indexed_dataset(103);
   DataLoader keep(data, options(10));
   REQUIRE(keep.batches_per_epoch() == 11);
@@ -97,7 +97,7 @@ TEST_CASE("DataLoader batch counts with and without drop_last", "[train]") {
   REQUIRE_FALSE(tiny.next(batch));
 }
 
-TEST_CASE("DataLoader gives every sample exactly once per epoch, in order()'s order", "[train]") {
+TEST_CASE("DataLoader gives every sample exactly once per epoch, in order()'s order", "[data]") {
   Dataset data = indexed_dataset(1000);
   // Batches of 100 rows are gathered in three chunks on the host pool.
   for (int threads : {1, 2}) {
@@ -117,7 +117,7 @@ TEST_CASE("DataLoader gives every sample exactly once per epoch, in order()'s or
   }
 }
 
-TEST_CASE("DataLoader shuffles reproducibly: same seed same order, new epoch new order", "[train]") {
+TEST_CASE("DataLoader shuffles reproducibly: same seed same order, new epoch new order", "[data]") {
   Dataset data = indexed_dataset(300);
   DataLoader a(data, options(32, true, 1234)), b(data, options(32, true, 1234)), c(data, options(32, true, 1235));
   std::vector<int64_t> a0 = epoch_samples(a, 0), a1 = epoch_samples(a, 1);
@@ -136,7 +136,7 @@ TEST_CASE("DataLoader shuffles reproducibly: same seed same order, new epoch new
   REQUIRE(epoch_samples(plain, 5) == identity);
 }
 
-TEST_CASE("epoch_permutation is pinned bit for bit and unbiased", "[train]") {
+TEST_CASE("epoch_permutation is pinned bit for bit and unbiased", "[data]") {
   std::vector<int64_t> order;
   // Golden values (checked against an independent Python Philox4x32-10 + Fisher-Yates): a change
   // of generator or algorithm changes every shuffled run, so it must be deliberate.
@@ -169,7 +169,7 @@ TEST_CASE("epoch_permutation is pinned bit for bit and unbiased", "[train]") {
   for (int count : where) REQUIRE(std::abs(count - 1000) < 150);
 }
 
-TEST_CASE("DataLoader scales u8 to f32 in [0, 1] exactly as the cast kernels do", "[train]") {
+TEST_CASE("DataLoader scales u8 to f32 in [0, 1] exactly as the cast kernels do", "[data]") {
   Dataset data = indexed_dataset(70);
   const uint8_t* px = data.images.data<uint8_t>();
   const int64_t* labels = data.labels.data<int64_t>();
@@ -228,7 +228,7 @@ TEST_CASE("images_to_input gives a batch's values for images outside a loader", 
   CHECK(x.to_vector<float>() == batch.x.to_vector<float>());
 }
 
-TEST_CASE("DataLoader reuses its buffers and never overwrites a batch someone holds", "[train]") {
+TEST_CASE("DataLoader reuses its buffers and never overwrites a batch someone holds", "[data]") {
   Dataset data = indexed_dataset(200);
   DataLoader loader(data, options(10));
   std::set<void*> buffers;
@@ -249,7 +249,7 @@ TEST_CASE("DataLoader reuses its buffers and never overwrites a batch someone ho
   REQUIRE(kept.y.to_vector<int64_t>() == kept_y);
 }
 
-TEST_CASE("DataLoader can abandon an epoch midway", "[train]") {
+TEST_CASE("DataLoader can abandon an epoch midway", "[data]") {
   Dataset data = indexed_dataset(100);
   DataLoader loader(data, options(10));
   Batch batch;
@@ -265,7 +265,7 @@ TEST_CASE("DataLoader can abandon an epoch midway", "[train]") {
   REQUIRE(loader.next(batch));
 }
 
-TEST_CASE("DataLoader on cpu records no copies in the transfer ledger", "[train]") {
+TEST_CASE("DataLoader on cpu records no copies in the transfer ledger", "[data]") {
   Dataset data = indexed_dataset(50);
   TransferLedger::global().reset();
   DataLoader loader(data, options(8));
@@ -275,7 +275,7 @@ TEST_CASE("DataLoader on cpu records no copies in the transfer ledger", "[train]
     REQUIRE(TransferLedger::global().stats(d).count == 0);
 }
 
-TEST_CASE("DataLoader rejects bad options and datasets", "[train]") {
+TEST_CASE("DataLoader rejects bad options and datasets", "[data]") {
   Dataset data = indexed_dataset(10);
   REQUIRE_THROWS_AS(DataLoader(data, options(0)), ValueError);
   DataLoaderOptions meta = options(4);
@@ -298,7 +298,7 @@ TEST_CASE("DataLoader rejects bad options and datasets", "[train]") {
   REQUIRE_THROWS_AS(DataLoader(Dataset{}, options(4)), ValueError);
 }
 
-TEST_CASE("DataLoader over a head() of a dataset sees only those samples", "[train]") {
+TEST_CASE("DataLoader over a head() of a dataset sees only those samples", "[data]") {
   Dataset data = indexed_dataset(100).head(30);
   DataLoader loader(data, options(7));
   std::vector<int64_t> seen = epoch_samples(loader, 0);
@@ -307,7 +307,7 @@ TEST_CASE("DataLoader over a head() of a dataset sees only those samples", "[tra
   REQUIRE(seen.back() == 29);
 }
 
-TEST_CASE("DataLoader shards split each global batch into contiguous parts, the same order on every shard", "[train][dist]") {
+TEST_CASE("DataLoader shards split each global batch into contiguous parts, the same order on every shard", "[data][distributed]") {
   Dataset data = indexed_dataset(103);
   const int64_t shards = 3, batch = 8;  // 13 batches, the last of 7 rows
   DataLoader whole(data, {.batch_size = batch, .shuffle = true, .seed = 4});
@@ -341,7 +341,7 @@ TEST_CASE("DataLoader shards split each global batch into contiguous parts, the 
   CHECK_THROWS_WITH(DataLoader(data, {.shard_rank = 3, .shard_count = 3}), Catch::Contains("shard 3 of 3 does not exist"));
 }
 
-TEST_CASE("Dataset::shard splits a set into near-equal contiguous views", "[train][dist]") {
+TEST_CASE("Dataset::shard splits a set into near-equal contiguous views", "[data][distributed]") {
   Dataset data = indexed_dataset(10);
   int64_t next = 0;
   for (int64_t r = 0; r < 3; ++r) {

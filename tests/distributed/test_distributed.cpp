@@ -95,7 +95,7 @@ std::map<std::string, std::vector<float>> gradients_after_step(nn::Sequential& m
 
 }  // namespace
 
-TEST_CASE("GradientReducer sums every gradient over the ranks, each bucket started during backward", "[dist]") {
+TEST_CASE("GradientReducer sums every gradient over the ranks, each bucket started during backward", "[distributed]") {
   int calls = 0;
   auto single = probe_model(&calls);
   const auto expected = gradients_after_step(*single);
@@ -127,7 +127,7 @@ TEST_CASE("GradientReducer sums every gradient over the ranks, each bucket start
 }
 
 TEST_CASE("GradientReducer sums a CNN's gradients too: convolutions and BatchNorm accumulate into the buckets",
-          "[dist]") {
+          "[distributed]") {
   const Tensor x = Tensor::randn({4, 1, 28, 28}, 21);
   models::Architecture arch = models::Architecture::cnn({4, 6}, {16});
   arch.dropout = 0;
@@ -147,7 +147,7 @@ TEST_CASE("GradientReducer sums a CNN's gradients too: convolutions and BatchNor
   }
 }
 
-TEST_CASE("GradientReducer starts a bucket that spans layers only after backward has passed all of them", "[dist]") {
+TEST_CASE("GradientReducer starts a bucket that spans layers only after backward has passed all of them", "[distributed]") {
   int calls = 0;
   auto model = probe_model(&calls);
   MirrorComm comm;
@@ -159,7 +159,7 @@ TEST_CASE("GradientReducer starts a bucket that spans layers only after backward
   reducer.finish();
 }
 
-TEST_CASE("GradientReducer starts every bucket of a step that ran no backward", "[dist]") {
+TEST_CASE("GradientReducer starts every bucket of a step that ran no backward", "[distributed]") {
   int calls = 0;
   auto model = probe_model(&calls);
   MirrorComm comm;
@@ -171,7 +171,7 @@ TEST_CASE("GradientReducer starts every bucket of a step that ran no backward", 
     for (float g : p->grad.to_vector<float>()) CHECK(g == 0);
 }
 
-TEST_CASE("GradientReducer with one process leaves the gradients alone", "[dist]") {
+TEST_CASE("GradientReducer with one process leaves the gradients alone", "[distributed]") {
   int calls = 0;
   auto model = probe_model(&calls);
   auto one = dist::make_single_process();
@@ -184,7 +184,7 @@ TEST_CASE("GradientReducer with one process leaves the gradients alone", "[dist]
   CHECK(reducer.stats().steps == 0);
 }
 
-TEST_CASE("check_same_parameters names the ranks whose parameters differ from rank 0's", "[dist]") {
+TEST_CASE("check_same_parameters names the ranks whose parameters differ from rank 0's", "[distributed]") {
   int calls = 0;
   auto model = probe_model(&calls);
   MirrorComm comm;
@@ -201,7 +201,7 @@ TEST_CASE("check_same_parameters names the ranks whose parameters differ from ra
   CHECK(dist::parameter_checksum(*model) != mine);
 }
 
-TEST_CASE("Sequential's backward hook reports each child after its backward, last child first", "[dist][nn]") {
+TEST_CASE("Sequential's backward hook reports each child after its backward, last child first", "[distributed][nn]") {
   int calls = 0;
   auto model = probe_model(&calls);
   std::vector<std::pair<size_t, int>> seen;
@@ -214,7 +214,7 @@ TEST_CASE("Sequential's backward hook reports each child after its backward, las
   CHECK(seen.empty());
 }
 
-TEST_CASE("launcher_world_size reads OpenMPI's and MPICH's variables", "[dist]") {
+TEST_CASE("launcher_world_size reads OpenMPI's and MPICH's variables", "[distributed]") {
   std::map<std::string, std::string> env;
   auto get = [&](const char* name) -> const char* {
     auto it = env.find(name);
@@ -229,7 +229,7 @@ TEST_CASE("launcher_world_size reads OpenMPI's and MPICH's variables", "[dist]")
   CHECK_THROWS_WITH(dist::launcher_world_size(get), Catch::Contains("OMPI_COMM_WORLD_SIZE='two'"));
 }
 
-TEST_CASE("world() without a launcher is this process alone", "[dist]") {
+TEST_CASE("world() without a launcher is this process alone", "[distributed]") {
   dist::Communicator& w = dist::world();
   CHECK(w.size() == 1);
   CHECK(w.rank() == 0);

@@ -135,7 +135,7 @@ void replay_safetensors(const Bytes& input) {
 }  // namespace
 
 TEST_CASE("every fuzzer finding in tests/fixtures/fuzz-regressions is rejected cleanly or loads and round-trips",
-          "[train]") {
+          "[formats]") {
   REQUIRE(fs::is_directory(kRegressions));
   int replayed = 0;
   for (const auto& entry : fs::directory_iterator(kRegressions)) {
@@ -159,7 +159,7 @@ TEST_CASE("every fuzzer finding in tests/fixtures/fuzz-regressions is rejected c
 // loaded a checkpoint it could not save again. The reader now rejects empty names; either side may move,
 // but the two must agree. safetensors-empty-tensor-name-fuzzed.safetensors is the fuzzer's own input for
 // the same bug (an F32 tensor of shape [0] named ""), replayed by the test above.
-TEST_CASE("fuzz regression: a tensor with an empty name is rejected on load or saves back", "[train]") {
+TEST_CASE("fuzz regression: a tensor with an empty name is rejected on load or saves back", "[formats]") {
   const Bytes input = read_file(kRegressions / "safetensors-empty-tensor-name.safetensors");
   SafetensorsFile f;
   try {

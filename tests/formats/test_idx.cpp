@@ -104,7 +104,7 @@ const fs::path kCorpus = fs::path(EMBER_SOURCE_DIR) / "tests" / "fixtures" / "id
 
 }  // namespace
 
-TEST_CASE("read_idx_images reads raw and gzip files bit for bit", "[train]") {
+TEST_CASE("read_idx_images reads raw and gzip files bit for bit", "[formats]") {
   IdxTempDir dir;
   Bytes raw = image_bytes(3);
   for (const std::string& path : {dir.file("images.idx", raw), dir.file("images.idx.gz", gzip(raw))}) {
@@ -124,7 +124,7 @@ TEST_CASE("read_idx_images reads raw and gzip files bit for bit", "[train]") {
           Bytes(raw.begin() + 16, raw.end()));
 }
 
-TEST_CASE("read_idx_images accepts other sizes only when asked", "[train]") {
+TEST_CASE("read_idx_images accepts other sizes only when asked", "[formats]") {
   IdxTempDir dir;
   std::string path = dir.file("small.idx", image_bytes(2, 5, 7));
   REQUIRE(read_idx_images(path, IdxImageSpec{0, 0, kIdxMaxCount}).shape() == Shape{2, 5, 7});
@@ -136,7 +136,7 @@ TEST_CASE("read_idx_images accepts other sizes only when asked", "[train]") {
   REQUIRE_THROWS_AS(read_idx_images(path, IdxImageSpec{-1, 0, 10}), ValueError);
 }
 
-TEST_CASE("read_idx_labels reads raw and gzip files and checks the label range", "[train]") {
+TEST_CASE("read_idx_labels reads raw and gzip files and checks the label range", "[formats]") {
   IdxTempDir dir;
   Bytes raw = label_bytes({0, 9, 5, 1});
   for (const std::string& path : {dir.file("labels.idx", raw), dir.file("labels.idx.gz", gzip(raw))}) {
@@ -153,7 +153,7 @@ TEST_CASE("read_idx_labels reads raw and gzip files and checks the label range",
           std::vector<int64_t>{200, 3});
 }
 
-TEST_CASE("IDX errors name the file, the offset, the expected and the found value", "[train]") {
+TEST_CASE("IDX errors name the file, the offset, the expected and the found value", "[formats]") {
   IdxTempDir dir;
   std::string path = dir.file("train-labels-idx1-ubyte.gz", gzip(image_bytes(1)));
   std::string msg = format_error_of([&] { read_idx_labels(path); });
@@ -163,7 +163,7 @@ TEST_CASE("IDX errors name the file, the offset, the expected and the found valu
   REQUIRE(msg.find('\n') == std::string::npos);
 }
 
-TEST_CASE("every file of the malformed IDX corpus is rejected with a clear FormatError", "[train]") {
+TEST_CASE("every file of the malformed IDX corpus is rejected with a clear FormatError", "[formats]") {
   REQUIRE(fs::is_directory(kCorpus));
   std::ifstream manifest(kCorpus / "corpus.tsv");
   REQUIRE(manifest.good());
@@ -221,14 +221,14 @@ TEST_CASE("every file of the malformed IDX corpus is rejected with a clear Forma
   REQUIRE(rejected == static_cast<int>(cases.size()));
 }
 
-TEST_CASE("the corpus's valid seeds load", "[train]") {
+TEST_CASE("the corpus's valid seeds load", "[formats]") {
   for (const char* name : {"images-2.idx", "images-2.idx.gz"})
     REQUIRE(read_idx_images((kCorpus / "valid" / name).string()).shape() == Shape{2, 28, 28});
   for (const char* name : {"labels-3.idx", "labels-3.idx.gz"})
     REQUIRE(read_idx_labels((kCorpus / "valid" / name).string()).to_vector<int64_t>() == std::vector<int64_t>{0, 9, 5});
 }
 
-TEST_CASE("a huge declared size is rejected before anything is allocated", "[train]") {
+TEST_CASE("a huge declared size is rejected before anything is allocated", "[formats]") {
   IdxTempDir dir;
   // 2^30 images of 65536 x 65536 = 2^62 bytes: allocating first would throw OutOfMemoryError
   // (or bad_alloc), not this FormatError.
@@ -262,7 +262,7 @@ TEST_CASE("a huge declared size is rejected before anything is allocated", "[tra
                Catch::Contains("inflate to at most"));
 }
 
-TEST_CASE("a gzip stream is never inflated past the declared size", "[train]") {
+TEST_CASE("a gzip stream is never inflated past the declared size", "[formats]") {
   // 1 image declared, then 64 MiB of zeros (about 64 KiB compressed): rejected after one extra byte.
   Bytes data = image_bytes(1);
   data.resize(data.size() + (64u << 20), 0);
@@ -272,7 +272,7 @@ TEST_CASE("a gzip stream is never inflated past the declared size", "[train]") {
   REQUIRE_THAT(msg, Catch::Contains("trailing bytes after the payload at offset 800 of the decompressed data"));
 }
 
-TEST_CASE("missing or unreadable IDX files are IoErrors naming the path", "[train]") {
+TEST_CASE("missing or unreadable IDX files are IoErrors naming the path", "[formats]") {
   IdxTempDir dir;
   std::string missing = (dir.path / "nope.idx").string();
   REQUIRE_THROWS_WITH(read_idx_images(missing), Catch::Contains(missing) && Catch::Contains("No such file"));
@@ -281,7 +281,7 @@ TEST_CASE("missing or unreadable IDX files are IoErrors naming the path", "[trai
   REQUIRE_THROWS_WITH(read_idx_images(dir.path.string()), Catch::Contains("is a directory"));
 }
 
-TEST_CASE("load_fashion_mnist reads a directory of raw or gzip files and applies the limit", "[train]") {
+TEST_CASE("load_fashion_mnist reads a directory of raw or gzip files and applies the limit", "[formats]") {
   IdxTempDir dir;
   Bytes images = image_bytes(5);
   Bytes labels = label_bytes({3, 1, 4, 1, 5});
@@ -312,7 +312,7 @@ TEST_CASE("load_fashion_mnist reads a directory of raw or gzip files and applies
   REQUIRE(test.labels.to_vector<int64_t>() == std::vector<int64_t>{9, 0});
 }
 
-TEST_CASE("a missing data directory or file says which package to install", "[train]") {
+TEST_CASE("a missing data directory or file says which package to install", "[formats]") {
   IdxTempDir dir;
   std::string missing = (dir.path / "no-such-dir").string();
   REQUIRE_THROWS_AS(load_fashion_mnist(missing), IoError);
@@ -325,14 +325,14 @@ TEST_CASE("a missing data directory or file says which package to install", "[tr
   REQUIRE_THROWS_AS(load_fashion_mnist(dir.path.string(), Split::Test), IoError);
 }
 
-TEST_CASE("Fashion-MNIST class names", "[train]") {
+TEST_CASE("Fashion-MNIST class names", "[formats]") {
   REQUIRE(kFashionMnistClassNames.size() == 10);
   REQUIRE(std::string(kFashionMnistClassNames[0]) == "T-shirt/top");
   REQUIRE(std::string(kFashionMnistClassNames[9]) == "Ankle boot");
   REQUIRE(std::string(split_name(Split::Test)) == "test");
 }
 
-TEST_CASE("the real Fashion-MNIST loads when Debian's package is installed", "[train]") {
+TEST_CASE("the real Fashion-MNIST loads when Debian's package is installed", "[formats]") {
   if (!fs::is_directory(default_fashion_mnist_dir())) {
     WARN("skipped: " << default_fashion_mnist_dir() << " not found (apt-get install dataset-fashion-mnist)");
     return;

@@ -150,7 +150,7 @@ NamedTensors ember_order_set() {
 
 }  // namespace
 
-TEST_CASE("safetensors round-trips every dtype, empty tensors, 0-d scalars and metadata", "[train]") {
+TEST_CASE("safetensors round-trips every dtype, empty tensors, 0-d scalars and metadata", "[formats]") {
   TempDir dir;
   std::vector<uint8_t> all_bytes(256);
   for (size_t i = 0; i < all_bytes.size(); ++i) all_bytes[i] = static_cast<uint8_t>(i);
@@ -200,7 +200,7 @@ TEST_CASE("safetensors round-trips every dtype, empty tensors, 0-d scalars and m
   CHECK(from_bytes.metadata == metadata);
 }
 
-TEST_CASE("safetensors without metadata writes no __metadata__ entry, and strided tensors save their values", "[train]") {
+TEST_CASE("safetensors without metadata writes no __metadata__ entry, and strided tensors save their values", "[formats]") {
   const Tensor base = Tensor::arange(6, DType::F32).view({2, 3});
   const Tensor transposed = base.t();  // (3, 2), not contiguous
   REQUIRE_FALSE(transposed.is_contiguous());
@@ -217,7 +217,7 @@ TEST_CASE("safetensors without metadata writes no __metadata__ entry, and stride
   CHECK(none.tensors.empty());
 }
 
-TEST_CASE("safetensors reads the reference implementation's file and writes it back byte for byte", "[train]") {
+TEST_CASE("safetensors reads the reference implementation's file and writes it back byte for byte", "[formats]") {
   const fs::path path = kData / "valid" / "reference_torch.safetensors";
   const SafetensorsFile ref = load_safetensors(path.string());
   // The reference writer orders tensors by dtype, then name.
@@ -244,7 +244,7 @@ TEST_CASE("safetensors reads the reference implementation's file and writes it b
   CHECK(read_bytes(copy) == read_bytes(path));
 }
 
-TEST_CASE("safetensors writes insertion order exactly as the file the reference reader accepted", "[train]") {
+TEST_CASE("safetensors writes insertion order exactly as the file the reference reader accepted", "[formats]") {
   const std::vector<uint8_t> expected = read_bytes(kData / "valid" / "ember_order.safetensors");
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"epoch", "7"}};
   CHECK(safetensors_to_bytes(ember_order_set(), metadata) == expected);
@@ -253,7 +253,7 @@ TEST_CASE("safetensors writes insertion order exactly as the file the reference 
   CHECK(loaded.metadata == metadata);
 }
 
-TEST_CASE("safetensors rejects every file of the malformed corpus with a FormatError naming the file", "[train]") {
+TEST_CASE("safetensors rejects every file of the malformed corpus with a FormatError naming the file", "[formats]") {
   const fs::path dir = kData / "malformed";
   std::map<std::string, std::string> expected;  // file -> fragment of the message
   std::ifstream table(dir / "EXPECTED.tsv");
@@ -297,7 +297,7 @@ TEST_CASE("safetensors rejects every file of the malformed corpus with a FormatE
 }
 
 TEST_CASE("every single-byte corruption and truncation of a small checkpoint is rejected or loads as declared",
-          "[train]") {
+          "[formats]") {
   const NamedTensors tensors = {
       {"w", Tensor::from_vector<float>({1.f, -2.f, 3.5f, 0.25f}, {2, 2})},
       {"n", Tensor::from_vector<uint8_t>({7, 255}, {2})},
@@ -346,7 +346,7 @@ TEST_CASE("every single-byte corruption and truncation of a small checkpoint is 
   }
 }
 
-TEST_CASE("safetensors writer validates names and tensors before touching the disk", "[train]") {
+TEST_CASE("safetensors writer validates names and tensors before touching the disk", "[formats]") {
   TempDir dir;
   const std::string path = (dir.path / "bad.safetensors").string();
   const Tensor x = Tensor::ones({2});
@@ -360,7 +360,7 @@ TEST_CASE("safetensors writer validates names and tensors before touching the di
   CHECK(dir.entries().empty());
 }
 
-TEST_CASE("safetensors reports a missing file or a directory as IoError", "[train]") {
+TEST_CASE("safetensors reports a missing file or a directory as IoError", "[formats]") {
   TempDir dir;
   const std::string missing = (dir.path / "missing.safetensors").string();
   try {
@@ -372,7 +372,7 @@ TEST_CASE("safetensors reports a missing file or a directory as IoError", "[trai
   CHECK_THROWS_AS(load_safetensors(dir.path.string()), IoError);
 }
 
-TEST_CASE("a failing safetensors save throws IoError, keeps the previous file and leaves no temp file", "[train]") {
+TEST_CASE("a failing safetensors save throws IoError, keeps the previous file and leaves no temp file", "[formats]") {
   TempDir dir;
   const fs::path target = dir.path / "model.safetensors";
   const NamedTensors first = {{"w", Tensor::full({4}, 1.5, DType::F32)}};
@@ -424,7 +424,7 @@ TEST_CASE("a failing safetensors save throws IoError, keeps the previous file an
   CHECK(still.metadata.at("epoch") == "1");
 }
 
-TEST_CASE("a stale temp file from a crashed save is neither loaded nor in the way", "[train]") {
+TEST_CASE("a stale temp file from a crashed save is neither loaded nor in the way", "[formats]") {
   TempDir dir;
   const fs::path target = dir.path / "model.safetensors";
   const NamedTensors good = {{"w", Tensor::full({3}, 2.0, DType::F64)}};
@@ -438,7 +438,7 @@ TEST_CASE("a stale temp file from a crashed save is neither loaded nor in the wa
   CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});
 }
 
-TEST_CASE("a save killed by SIGKILL at random moments always leaves a complete checkpoint", "[train]") {
+TEST_CASE("a save killed by SIGKILL at random moments always leaves a complete checkpoint", "[formats]") {
   TempDir dir;
   const fs::path target = dir.path / "model.safetensors";
   // Versions differ in every value and in size, so a mix of two versions cannot pass for one.

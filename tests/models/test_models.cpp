@@ -38,7 +38,7 @@ fs::path temp_file(const std::string& name) { return fs::temp_directory_path() /
 
 }  // namespace
 
-TEST_CASE("The default CNN's state_dict is torch_cnn.py's: names, order, dtypes and shapes", "[train]") {
+TEST_CASE("The default CNN's state_dict is torch_cnn.py's: names, order, dtypes and shapes", "[models]") {
   Generator g(0);
   auto model = make_model(Architecture::cnn({32, 64}, {128}), Device::cpu(), g);
   auto state = model->state_dict();
@@ -54,7 +54,7 @@ TEST_CASE("The default CNN's state_dict is torch_cnn.py's: names, order, dtypes 
   CHECK(Architecture::mlp({256, 128}).str() == "784-256-128-10");
 }
 
-TEST_CASE("A CNN written by PyTorch loads into ember and predicts PyTorch's logits", "[train]") {
+TEST_CASE("A CNN written by PyTorch loads into ember and predicts PyTorch's logits", "[models]") {
   Network net = load_model((kTorchData / "cnn_torch.safetensors").string());
   CHECK(net.arch.str() == "1x28x28-c4-c8-16-10");
   auto* bn = dynamic_cast<nn::BatchNorm2d*>(&(*net.model)[1]);
@@ -66,7 +66,7 @@ TEST_CASE("A CNN written by PyTorch loads into ember and predicts PyTorch's logi
                 test::kF32Reduce);
 }
 
-TEST_CASE("An ember CNN checkpoint round-trips with its running statistics", "[train]") {
+TEST_CASE("An ember CNN checkpoint round-trips with its running statistics", "[models]") {
   Generator g(3);
   const Architecture arch = Architecture::cnn({4, 6}, {12});
   auto model = make_model(arch, Device::cpu(), g);
@@ -91,7 +91,7 @@ TEST_CASE("An ember CNN checkpoint round-trips with its running statistics", "[t
   fs::remove(path);
 }
 
-TEST_CASE("CNN checkpoints that do not fit the family are FormatErrors naming the file", "[train]") {
+TEST_CASE("CNN checkpoints that do not fit the family are FormatErrors naming the file", "[models]") {
   SafetensorsFile torch_file = load_safetensors((kTorchData / "cnn_torch.safetensors").string());
   auto write_without = [&](const std::string& drop, const std::string& name) {
     NamedTensors kept;

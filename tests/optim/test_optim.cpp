@@ -6,6 +6,7 @@
 
 #include "nn/nn.h"
 #include "optim/optimizer.h"
+#include "optim/schedule.h"
 
 using namespace ember;
 
@@ -37,7 +38,7 @@ std::vector<float> flat_params(const nn::Module& m) {
 
 }  // namespace
 
-TEST_CASE("SGD and AdamW state follows the model when it moves after the optimizer was built", "[train]") {
+TEST_CASE("SGD and AdamW state follows the model when it moves after the optimizer was built", "[optim]") {
   auto model = tiny_model(1);
   optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   train_step(*model, sgd, 0);
@@ -55,7 +56,7 @@ TEST_CASE("SGD and AdamW state follows the model when it moves after the optimiz
   for (auto& [name, t] : adam.state_dict().tensors) CHECK(t.device().is_meta());
 }
 
-TEST_CASE("Optimizer state_dict round trips give an exact resume", "[train]") {
+TEST_CASE("Optimizer state_dict round trips give an exact resume", "[optim]") {
   for (int kind = 0; kind < 2; ++kind) {
     INFO((kind == 0 ? "SGD" : "AdamW"));
     auto make = [&](nn::Module& m) -> std::unique_ptr<optim::Optimizer> {
@@ -81,7 +82,7 @@ TEST_CASE("Optimizer state_dict round trips give an exact resume", "[train]") {
   }
 }
 
-TEST_CASE("load_state_dict rejects state that does not fit and leaves the optimizer unchanged", "[train]") {
+TEST_CASE("load_state_dict rejects state that does not fit and leaves the optimizer unchanged", "[optim]") {
   auto model = tiny_model(2);
   optim::AdamW adam(model->parameters(), {.lr = 0.01});
   optim::OptimizerState bad;
@@ -95,14 +96,14 @@ TEST_CASE("load_state_dict rejects state that does not fit and leaves the optimi
   CHECK_THROWS_WITH(adam.load_state_dict(missing), Catch::Contains("no scalar 'lr'"));
 }
 
-TEST_CASE("Optimizer options are validated", "[train]") {
+TEST_CASE("Optimizer options are validated", "[optim]") {
   auto model = tiny_model(3);
   CHECK_THROWS_AS(optim::SGD(model->parameters(), {.lr = -1}), ValueError);
   CHECK_THROWS_AS(optim::SGD(model->parameters(), {.lr = 0.1, .momentum = 0, .nesterov = true}), ValueError);
   CHECK_THROWS_AS(optim::AdamW(model->parameters(), {.lr = 0.1, .beta1 = 1.0}), ValueError);
 }
 
-TEST_CASE("Learning-rate schedules", "[train]") {
+TEST_CASE("Learning-rate schedules", "[optim]") {
   optim::ConstantLr c(0.3);
   CHECK(c.lr_at(0) == 0.3);
   CHECK(c.lr_at(1000) == 0.3);
