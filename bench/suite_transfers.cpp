@@ -1,7 +1,9 @@
 // transfers: host memcpy and D2D copy bandwidth, H2D/D2H from pageable and pinned memory (sync and
 // async), and copy/compute overlap on two streams versus one.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "bench/suites.h"
@@ -141,6 +143,31 @@ void device_rows(BenchContext& ctx, const std::vector<int64_t>& sizes) {
   }
 }
 
+// How the overlap benchmark was cut: chunks, GEMMs a chunk, and the speedup a perfect overlap would give.
+struct OverlapPlan {
+  int chunks, gemms;
+  double ideal;
+};
+
+void add_overlap_rows(BenchContext& ctx, int64_t total, const OverlapPlan& plan, std::vector<double> serial,
+                      std::vector<double> overlapped) {
+  Row serial_row = base_row(kOverlapTable, "overlap_serial", total, "serial (1 stream)", "cuda", "steady_clock", double(total));
+  Row overlap_row =
+      base_row(kOverlapTable, "overlap_two_streams", total, "overlapped (2 streams)", "cuda", "steady_clock", double(total));
+  for (Row* r : {&serial_row, &overlap_row}) {
+    r->params.push_back({"chunks", plan.chunks});
+    r->params.push_back({"gemms_per_chunk", plan.gemms});
+  }
+  serial_row = measured(serial_row, std::move(serial));
+  overlap_row = measured(overlap_row, std::move(overlapped));
+  const double speedup = serial_row.stats->median / overlap_row.stats->median;
+  char text[96];
+  std::snprintf(text, sizeof text, "overlap %.2fx faster than serial (ideal %.2fx)", speedup, plan.ideal);
+  overlap_row.extras = {{"speedup_vs_serial", speedup, text}, {"ideal_speedup", plan.ideal, ""}};
+  ctx.add(serial_row);
+  ctx.add(overlap_row);
+}
+
 // Each chunk's copy is followed by `gemms` 1024^3 GEMMs that wait for it; with two streams the next
 // chunk's copy runs under the current chunk's GEMMs, with one they take turns.
 void overlap_rows(BenchContext& ctx, int64_t total) {
@@ -187,22 +214,9 @@ void overlap_rows(BenchContext& ctx, int64_t total) {
     compute.synchronize();
     copy.synchronize();
   };
-  Row serial_row = base_row(kOverlapTable, "overlap_serial", total, "serial (1 stream)", "cuda", "steady_clock", double(total));
-  Row overlap_row =
-      base_row(kOverlapTable, "overlap_two_streams", total, "overlapped (2 streams)", "cuda", "steady_clock", double(total));
-  for (Row* r : {&serial_row, &overlap_row}) {
-    r->params.push_back({"chunks", kChunks});
-    r->params.push_back({"gemms_per_chunk", gemms});
-  }
-  serial_row = measured(serial_row, sample_host(serial, ctx.timing));
-  overlap_row = measured(overlap_row, sample_host(overlapped, ctx.timing));
-  double speedup = serial_row.stats->median / overlap_row.stats->median;
-  double ideal = (copy_s + gemms * gemm_s) / std::max(copy_s, gemms * gemm_s);
-  char text[96];
-  std::snprintf(text, sizeof text, "overlap %.2fx faster than serial (ideal %.2fx)", speedup, ideal);
-  overlap_row.extras = {{"speedup_vs_serial", speedup, text}, {"ideal_speedup", ideal, ""}};
-  ctx.add(serial_row);
-  ctx.add(overlap_row);
+  const double ideal = (copy_s + gemms * gemm_s) / std::max(copy_s, gemms * gemm_s);
+  add_overlap_rows(ctx, total, {kChunks, gemms, ideal}, sample_host(serial, ctx.timing),
+                   sample_host(overlapped, ctx.timing));
 }
 
 }  // namespace
