@@ -99,10 +99,10 @@ OpCase make_cast_(int64_t n, DType from) {
   return c;
 }
 
-// Every other column of x (rows, cols), transposed: a view with two non-unit strides that contiguous() gathers.
+// Every other column of a square-ish x (rows, cols), transposed: a view with two non-unit strides that contiguous()
+// gathers into (cols / 2, rows).
 OpCase make_contiguous(int64_t n, DType dtype) {
-  const Matrix m = matrix(2 * n, 67);
-  const int64_t rows = std::max<int64_t>(m.rows, 2), cols = std::max<int64_t>(m.cols, 3);
+  const int64_t rows = std::max<int64_t>(odd_side(2 * n, 1), 2), cols = std::max<int64_t>(2 * n / rows, 3);
   OpCase c = case_for({(cols + 1) / 2, rows});
   c.inputs = {is_floating(dtype) ? grid_values({rows, cols}, 9, dtype) : whole_values({rows, cols}, 9, dtype, 0, 200)};
   c.run = [](Device, Args& a) {

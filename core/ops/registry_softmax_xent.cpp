@@ -120,8 +120,7 @@ OpCase make_check_finite(int64_t n, DType dtype) {
 std::vector<OpRow> softmax_xent_rows() {
   const char* fam = "softmax_xent";
   return {
-      {"softmax", "ops::softmax", fam, "cpu::softmax", "cuda::softmax", kFloating, make_softmax<false, kClasses>,
-       "softmax: rows of 10 classes (8 bytes per element)"},
+      {"softmax", "ops::softmax", fam, "cpu::softmax", "cuda::softmax", kFloating, make_softmax<false, kClasses>},
       {"softmax_wide", "ops::softmax", fam, "cpu::softmax", "cuda::softmax", kFloating,
        make_softmax<false, kWideClasses>},
       {"log_softmax", "ops::log_softmax", fam, "cpu::log_softmax", "cuda::log_softmax", kFloating,
