@@ -35,7 +35,7 @@ struct OpRow {
   const char* no_meta = nullptr;  // why the op refuses meta tensors (its meta run must throw); null: infers shapes
 };
 
-// Every row, grouped by family in the order of kernels/'s headers.
+// Every row, grouped by family (the MLP's families first, then the CNN's).
 const std::vector<OpRow>& op_registry();
 // The row called `name`; ValueError naming the rows when there is none.
 const OpRow& op_row(const std::string& name);

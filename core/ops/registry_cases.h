@@ -44,7 +44,7 @@ OpCase case_for(const Shape& main_shape);
 // f32 or f64's tolerance.
 inline double tolerance(DType dtype, double f32, double f64) { return dtype == DType::F64 ? f64 : f32; }
 
-// The rows of each family (core/ops/registry_<file>.cpp), in kernels/'s order.
+// The rows of each family (core/ops/registry_<file>.cpp).
 std::vector<OpRow> elementwise_rows();
 std::vector<OpRow> copy_rows();
 std::vector<OpRow> random_rows();
