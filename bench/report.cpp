@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "core/ops/registry.h"
 #include "formats/file.h"
 #include "formats/svg.h"
 
@@ -267,16 +268,27 @@ std::vector<SvgChart> gemm_charts(const Report& r) {
   return {c};
 }
 
-const std::vector<std::vector<std::string>> kOpGroups = {{"add", "bias_relu", "sgd_step", "adamw_step"},
-                                                         {"sum", "sum_rows", "softmax_xent"}};
+// The ops suite's rows (the registry's timed ones) in two plots: pointwise and optimizer; reductions and softmax.
+const std::vector<std::vector<std::string>>& op_groups() {
+  static const std::vector<std::vector<std::string>> groups = [] {
+    std::vector<std::vector<std::string>> g(2);
+    for (const ops::OpRow& row : ops::op_registry()) {
+      if (row.bench == nullptr) continue;
+      const std::string family = row.family;
+      g[family == "reduce" || family == "softmax_xent" ? 1 : 0].push_back(row.name);
+    }
+    return g;
+  }();
+  return groups;
+}
 
 std::vector<SvgChart> ops_charts(const Report& r) {
   std::vector<SvgChart> charts;
   for (const char* device : {"cpu", "cuda"}) {
-    for (size_t g = 0; g < kOpGroups.size(); ++g) {
-      SvgChart c = chart(std::string(device) + (g == 0 ? ": elementwise and optimizer" : ": reductions and softmax"),
+    for (size_t g = 0; g < op_groups().size(); ++g) {
+      SvgChart c = chart(std::string(device) + (g == 0 ? ": elementwise, copies, optimizer" : ": reductions, softmax"),
                          "elements", "GB/s", r, false);
-      for (const std::string& op : kOpGroups[g]) add_series(c, series_of(r, "ops", op, device, op, gbps));
+      for (const std::string& op : op_groups()[g]) add_series(c, series_of(r, "ops", op, device, op, gbps));
       if (!c.series.empty()) charts.push_back(c);
     }
   }
@@ -294,11 +306,12 @@ std::vector<SvgChart> step_charts(const Report& r) {
 // Host time / (device + copies) time per size: above 1 the device wins even counting the bus.
 std::vector<SvgChart> crossover_charts(const Report& r) {
   std::vector<SvgChart> charts;
-  for (size_t g = 0; g < kOpGroups.size(); ++g) {
-    SvgChart c = chart(g == 0 ? "device speedup incl. copies: elementwise, optimizer" : "device speedup incl. copies: reductions",
+  for (size_t g = 0; g < op_groups().size(); ++g) {
+    SvgChart c = chart(g == 0 ? "device speedup incl. copies: elementwise, copies, optimizer"
+                              : "device speedup incl. copies: reductions, softmax",
                        "elements", "host time / (device + copies) time", r, true);
     double lo = 0, hi = 0;
-    for (const std::string& op : kOpGroups[g]) {
+    for (const std::string& op : op_groups()[g]) {
       std::map<double, double> host, device;
       for (const Row& row : r.rows) {
         if (row.suite != "ops" || row.name != op || !row.stats) continue;

@@ -12,13 +12,16 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 
 #include "bench/harness.h"
 #include "bench/report.h"
 #include "bench/suites.h"
 #include "core/device.h"
+#include "core/ops/registry.h"
 #include "base/error.h"
 #include "support/run_ember.h"
 
@@ -287,6 +290,36 @@ TEST_CASE("ember bench --quick --suite transfers: device columns say 'no CUDA de
     CHECK(line.find("GB/s") == std::string::npos);
     CHECK(line.find(" 0 ") == std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ember bench --quick --suite ops times every timed row of the op registry at every size", "[bench][apps]") {
+  fs::path dir = fresh_dir("ops");
+  fs::path json_path = dir / "bench.json";
+  test::EmberRun r = test::run_ember("bench --quick --suite ops --json " + json_path.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(slurp(json_path));
+  check_json_rows(j["results"]);
+  CHECK(j["failures"].empty());
+  // op name -> device -> sizes measured (or said unmeasurable)
+  std::map<std::string, std::map<std::string, std::set<double>>> seen;
+  for (const auto& row : j["results"]) seen[row["name"]][row["device"]].insert(row["size"].get<double>());
+  int timed = 0;
+  for (const ops::OpRow& op : ops::op_registry()) {
+    INFO("registry row " << op.name);
+    if (op.bench == nullptr) {
+      CHECK(seen.count(op.name) == 0);
+      continue;
+    }
+    ++timed;
+    CHECK_THAT(r.output, Catch::Contains(std::string("-- ") + op.bench + " --"));
+    REQUIRE(seen.count(op.name) == 1);
+    const size_t sizes = cuda::is_emulated() ? 3 : 4;  // 1K, 16K, 256K, 4M (the emulator: up to 64K)
+    for (const char* device : {"cpu", "cuda", "cuda+copies"}) CHECK(seen[op.name][device].size() == sizes);
+  }
+  CHECK(timed >= 7);  // at least the ops the crossover table reported before the registry
+  CHECK(seen.count("memcpy_reference") == 1);
   fs::remove_all(dir);
 }
 
