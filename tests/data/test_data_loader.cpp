@@ -228,7 +228,7 @@ TEST_CASE("images_to_input gives a batch's values for images outside a loader", 
   CHECK(x.to_vector<float>() == batch.x.to_vector<float>());
 }
 
-TEST_CASE("DataLoader reuses its buffers and never overwrites a batch someone holds", "[data]") {
+TEST_CASE("DataLoader batches come from the host allocator's cache and a batch someone holds stays intact", "[data]") {
   Dataset data = indexed_dataset(200);
   DataLoader loader(data, options(10));
   std::set<void*> buffers;
@@ -237,7 +237,9 @@ TEST_CASE("DataLoader reuses its buffers and never overwrites a batch someone ho
     loader.start_epoch(epoch);
     while (loader.next(batch)) buffers.insert(batch.x.raw_data());
   }
-  REQUIRE(buffers.size() <= 3);  // a ring, not an allocation per step
+#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer builds keep no freed blocks (core/storage.cpp)
+  REQUIRE(buffers.size() <= 3);  // the blocks the previous batches gave back, not an allocation per step
+#endif
 
   loader.start_epoch(4);
   REQUIRE(loader.next(batch));
