@@ -162,8 +162,8 @@ EpochMetrics Trainer::train_epoch(int64_t epoch) {
   stepper_->watch().stop_if_flagged(loader_->batches_per_epoch(), cfg_.lr);
   EMBER_CHECK(sums.rows > 0, NumericalError, "every step of epoch ", epoch,
               " had a non-finite loss, so none was applied. Lower --lr (now ", cfg_.lr, ")");
-  const GuardReport r = cfg_.skip_nonfinite ? stepper_->watch().report() : GuardReport{};
-  if (verbose() && r.count > skipped_before)
+  const GuardReport r = cfg_.skip_nonfinite && verbose() ? stepper_->watch().report() : GuardReport{};
+  if (r.count > skipped_before)
     log_ << (cfg_.progress_bar ? "\r" : "") << "epoch " << epoch << ": skipped " << r.count - skipped_before
          << " step(s) with NaN or Inf (the latest: step " << r.last_step << "); the loss and accuracy leave out "
          << samples - static_cast<int64_t>(sums.rows) << " sample(s) whose loss was not finite\n";
