@@ -1,7 +1,9 @@
 // TrainConfig: one field list drives the saved JSON, its reading back, and the --resume rule.
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <string>
+#include <utility>
 
 #include "train/config.h"
 
@@ -9,6 +11,17 @@ using namespace ember;
 using train::TrainConfig;
 
 namespace {
+
+// The number of members of an aggregate with no aggregate members: the most values it can be brace-initialised
+// with (C++ has no reflection; this is the trick Boost.PFR is built on).
+struct AnyField {
+  template <class T> operator T() const;
+};
+template <class T, class... Fields>
+constexpr std::size_t member_count() {
+  if constexpr (requires { T{std::declval<Fields>()..., AnyField{}}; }) return member_count<T, Fields..., AnyField>();
+  else return sizeof...(Fields);
+}
 
 // Every saved field away from its default.
 TrainConfig changed() {
@@ -22,6 +35,13 @@ TrainConfig changed() {
 }
 
 }  // namespace
+
+TEST_CASE("Every member of TrainConfig is in its one field list", "[train]") {
+  std::size_t listed = 0;
+  TrainConfig c;
+  TrainConfig::fields([&](const char*, TrainConfig::Kind, auto&) { ++listed; }, c);
+  CHECK(listed == member_count<TrainConfig>());  // a member missing from fields() would be neither saved nor resumed
+}
 
 TEST_CASE("TrainConfig round-trips every saved field through JSON, and leaves out the invocation's own", "[train]") {
   TrainConfig c = changed();
