@@ -1,7 +1,8 @@
 // TrainConfig: every setting of a training run, declared once. Each field is listed once more, in
 // TrainConfig::fields(), with what a run does with it: the recipe is saved with the run and a resumed run keeps
 // its own; the invocation's settings (where, on what, how long, what to print) come from each command line.
-// to_json, from_json and the resume rule all read that one list; `ember train` binds its flags to the fields.
+// to_json, from_json and the resume rule all read that one list (a test checks it holds every member); `ember
+// train` binds its flags to the fields.
 #pragma once
 
 #include <cstdint>
