@@ -28,7 +28,7 @@
 namespace {
 
 using ember::Tensor;
-using namespace ember::train;
+using namespace ember::formats;
 
 // Thrown instead of aborting in the coverage build, which must replay every input to the end.
 struct Finding {};

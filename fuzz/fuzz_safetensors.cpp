@@ -30,7 +30,7 @@ namespace {
 using ember::DType;
 using ember::Tensor;
 using json = nlohmann::json;
-using namespace ember::train;
+using namespace ember::formats;
 
 // Thrown instead of aborting in the coverage build, which must replay every input to the end.
 struct Finding {};
