@@ -1,8 +1,9 @@
-// `ember info`: every device ember can use (or why CUDA is not usable), host cores and BLAS.
+// `ember info`: the version, every device ember can use (or why CUDA is not usable), host cores and BLAS.
 #include <cstdio>
 #include <thread>
 
 #include "apps/commands.h"
+#include "base/version.h"
 #include "core/device.h"
 #include "distributed/communicator.h"
 #include "core/host.h"
@@ -12,6 +13,7 @@ namespace ember::apps {
 namespace {
 
 void print_info() {
+  std::printf("ember %s\n", EMBER_VERSION);
   std::printf("host: %u hardware threads, %d kernel threads (--threads)\n", std::thread::hardware_concurrency(),
               num_threads());
   std::printf("BLAS: OpenBLAS (%s), one thread inside each GEMM tile\n", blas_config().c_str());

@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "base/error.h"
+#include "base/version.h"
 #include "distributed/communicator.h"
 #include "core/host.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ember: a tensor engine with hand-written CUDA kernels"};
   app.require_subcommand(1);
   app.fallthrough();  // the options below may come after the subcommand too
+  app.set_version_flag("--version", "ember " EMBER_VERSION);
   bool keep_denormals = false;
   app.add_flag("--keep-denormals", keep_denormals,
                "Compute with denormal floats on the CPU instead of flushing them to zero, ember's default (each "
