@@ -137,8 +137,10 @@ void init_dtypes(py::module_& m) {
     dtype.value(dtype_name(t), t);
     m.attr(dtype_name(t)) = t;
   }
-  dtype.def("__repr__", [](DType t) { return std::string("ember.") + dtype_name(t); });
-  dtype.def("__str__", [](DType t) { return std::string("ember.") + dtype_name(t); });
+  // Replaced, not overloaded: py::enum_'s own __repr__ and __str__ would match first.
+  auto name = [](DType t) { return std::string("ember.") + dtype_name(t); };
+  dtype.attr("__repr__") = py::cpp_function(name, py::name("__repr__"), py::is_method(dtype));
+  dtype.attr("__str__") = py::cpp_function(name, py::name("__str__"), py::is_method(dtype));
   dtype.def_property_readonly("is_floating_point", &is_floating);
   dtype.def_property_readonly("itemsize", &dtype_size);
   m.attr("float") = DType::F32, m.attr("double") = DType::F64, m.attr("int") = DType::I32;
