@@ -5,7 +5,8 @@ BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake make g++ catch2 libcli11-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
-                   dataset-fashion-mnist openmpi-bin libopenmpi-dev python3
+                   dataset-fashion-mnist openmpi-bin libopenmpi-dev python3 \
+                   pybind11-dev python3-dev python3-pytest libdlpack-dev python3-numpy python3-torch
 NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CMAKE_FLAGS ?=
 ifneq ($(NVCC),)
@@ -55,11 +56,13 @@ test-sanitize: deps
 
 # Every CUDA test on ember's emulated CUDA device (docs/emulation.md): the .cu sources built by g++ and run on CPU
 # fibers, under AddressSanitizer + UndefinedBehaviorSanitizer; no GPU, driver or nvcc needed (CI's second stage).
+# The Python module's pytest entry (python:pytest) is labelled cuda there, so its .to("cuda") cases run too.
 EMULATED_PACKAGES := libboost-context-dev
 test-emulated: deps
 	$(call install_missing,$(EMULATED_PACKAGES))
 	@cmake -S . -B build-emulated -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_CUDA=EMULATED -DEMBER_SANITIZE=ON >/dev/null
-	@cmake --build build-emulated -j $(JOBS) --target ember ember_cuda_tests ember_emu_tests
+	@cmake --build build-emulated -j $(JOBS) --target ember ember_cuda_tests ember_emu_tests \
+	  $$(cmake --build build-emulated --target help | grep -o 'ember_python$$')
 	cd build-emulated && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -L cuda --output-on-failure -j $(JOBS)
 	@cd build-emulated && echo "ember: $$(ctest -N -R '^cuda:' | tail -1 | sed 's/Total Tests: //') CUDA test cases and" \

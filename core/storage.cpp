@@ -237,7 +237,26 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, bool pi
   throw InternalError("Storage::allocate: unknown device type");
 }
 
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, std::function<void()> deleter) {
+  EMBER_CHECK(!device.is_meta(), ValueError, "Storage::wrap: meta tensors have no memory to wrap");
+  EMBER_CHECK(data != nullptr || nbytes == 0, ValueError, "Storage::wrap: a null pointer cannot hold ", nbytes,
+              " bytes");
+  EMBER_CHECK(static_cast<bool>(deleter), ValueError, "Storage::wrap needs a deleter (a no-op one for borrowed memory)");
+  if (device.is_cuda()) cuda::require(device);
+  auto kind = device.is_cuda() ? MemoryKind::Device : MemoryKind::HostPageable;
+  std::shared_ptr<Storage> s(new Storage(data, nbytes, 0, device, kind));
+  s->deleter_ = std::move(deleter);
+  return s;
+}
+
 void Storage::release() noexcept {
+  if (deleter_) {  // wrapped memory goes back to its owner, even a null pointer of zero bytes
+    auto deleter = std::move(deleter_);
+    deleter_ = nullptr;
+    data_ = nullptr;
+    deleter();
+    return;
+  }
   if (data_ == nullptr) return;
   switch (kind_) {
     case MemoryKind::HostPageable: HostBlockCache::instance().release(data_, reserved_); break;
@@ -250,8 +269,9 @@ void Storage::release() noexcept {
 
 Storage::Storage(Storage&& other) noexcept
     : data_(other.data_), nbytes_(other.nbytes_), reserved_(other.reserved_), device_(other.device_),
-      kind_(other.kind_) {
+      kind_(other.kind_), deleter_(std::move(other.deleter_)) {
   other.data_ = nullptr;
+  other.deleter_ = nullptr;
 }
 
 Storage& Storage::operator=(Storage&& other) noexcept {
@@ -262,7 +282,9 @@ Storage& Storage::operator=(Storage&& other) noexcept {
     reserved_ = other.reserved_;
     device_ = other.device_;
     kind_ = other.kind_;
+    deleter_ = std::move(other.deleter_);
     other.data_ = nullptr;
+    other.deleter_ = nullptr;
   }
   return *this;
 }

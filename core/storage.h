@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/device.h"
@@ -17,6 +18,10 @@ class Storage {
  public:
   // Allocates nbytes on `device`; `pinned` asks for page-locked host memory (cpu only).
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device, bool pinned = false);
+  // Wraps memory that ember did not allocate (a DLPack producer's, a NumPy array's): `data` holds nbytes on
+  // `device` (pageable host memory for cpu), and `deleter` is called once when the Storage dies, instead of an
+  // allocator's free. The deleter must not throw.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device, std::function<void()> deleter);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -29,6 +34,7 @@ class Storage {
   Device device() const { return device_; }
   MemoryKind kind() const { return kind_; }
   bool is_pinned() const { return kind_ == MemoryKind::HostPinned; }
+  bool is_external() const { return static_cast<bool>(deleter_); }  // made by wrap()
 
  private:
   Storage(void* data, size_t nbytes, size_t reserved, Device device, MemoryKind kind)
@@ -40,6 +46,7 @@ class Storage {
   size_t reserved_ = 0;  // what the allocator handed out (rounded up), returned on release
   Device device_;
   MemoryKind kind_ = MemoryKind::None;
+  std::function<void()> deleter_;  // wrap()'s owner of the bytes; empty for ember's allocators
 };
 
 namespace cuda {

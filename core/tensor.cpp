@@ -72,6 +72,22 @@ Tensor Tensor::from_data(const void* data, int64_t count, const Shape& shape, DT
   return t;
 }
 
+Tensor Tensor::from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
+                         std::function<void()> deleter) {
+  Shape st = strides.empty() ? contiguous_strides(shape) : strides;
+  EMBER_CHECK(st.size() == shape.size(), ShapeError, "from_blob(): ", st.size(), " strides for shape ",
+              shape_str(shape));
+  int64_t numel = shape_numel(shape), last = 0;  // the furthest element, in elements from data
+  for (size_t d = 0; d < shape.size(); ++d) {
+    EMBER_CHECK(st[d] >= 0, ValueError, "from_blob(): negative strides are not supported (stride ", st[d],
+                " of dim ", d, "); make a contiguous copy first");
+    if (numel > 0) last += (shape[d] - 1) * st[d];
+  }
+  size_t nbytes = numel > 0 ? static_cast<size_t>(last + 1) * dtype_size(dtype) : 0;
+  auto storage = Storage::wrap(data, nbytes, device, std::move(deleter));
+  return Tensor(std::move(storage), shape, std::move(st), 0, dtype);
+}
+
 Tensor Tensor::rand(const Shape& shape, uint64_t seed, DType dtype, Device device, double low, double high,
                     uint64_t offset) {
   Tensor t = empty(shape, dtype, device);
@@ -126,6 +142,19 @@ void* Tensor::raw_data() const {
 }
 
 // ---- views ------------------------------------------------------------------------------------
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  int64_t w = wrap_dim(d, dim(), "select");
+  int64_t size = shape_[w];
+  EMBER_CHECK(index >= -size && index < size, ShapeError, "select(): index ", index, " is out of range for dim ", w,
+              " of size ", size);
+  Tensor out = *this;
+  out.offset_ += (index < 0 ? index + size : index) * strides_[w];
+  out.shape_.erase(out.shape_.begin() + w);
+  out.strides_.erase(out.strides_.begin() + w);
+  out.numel_ = shape_numel(out.shape_);
+  return out;
+}
 
 Tensor Tensor::view(const Shape& shape) const {
   EMBER_CHECK(is_contiguous(), ShapeError, "view(", shape_str(shape), ") needs a contiguous tensor, but this one (shape ",

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -41,6 +42,11 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device = Device::cpu()) {
     return from_data(data.data(), static_cast<int64_t>(data.size()), shape, dtype_of<T>(), device);
   }
+  // A tensor over memory ember did not allocate (no copy), like torch::from_blob: element i of the view is at
+  // data + sum(i_d * strides[d]) elements. Strides must be non-negative (empty: contiguous); `deleter` runs once
+  // when the last tensor over the memory dies (Storage::wrap). DLPack's consumer (python/) is the user.
+  static Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
+                          std::function<void()> deleter);
   // Uniform [low, high) and normal(mean, std) from ember's counter-based generator: the same
   // seed gives the same values on cpu and cuda. `offset` skips that many values of the stream.
   static Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::F32, Device device = Device::cpu(),
@@ -79,6 +85,7 @@ class Tensor {
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;  // transpose of a 2-d tensor
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;  // the view at `index` of `dim`, without that dim
   Tensor contiguous() const;  // itself when already contiguous
   Tensor clone() const;       // a contiguous copy on the same device
 
