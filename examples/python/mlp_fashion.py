@@ -16,7 +16,10 @@ parser.add_argument("--epochs", type=int, default=recipe["epochs"])
 parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
 parser.add_argument("--data", default=recipe["data_dir"], help="the Fashion-MNIST IDX files")
 parser.add_argument("--limit", type=int, default=recipe["limit"], help="first N training samples (-1: all)")
+parser.add_argument("--threads", type=int, default=0, help="host threads for the CPU kernels (0: every core)")
 args = parser.parse_args()
+ember.set_num_threads(args.threads)
+ember.set_flush_denormal(True)  # as `ember train` does unless --keep-denormals
 device = ember.device(args.device or ("cuda" if ember.cuda.is_available() else "cpu"))
 
 train_set = ember.data.load_fashion_mnist(args.data, "train", args.limit)

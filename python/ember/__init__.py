@@ -9,7 +9,7 @@ from ._C import (  # noqa: F401
     Tensor, device, dtype, float32, float64, int32, int64, uint8, float, double, int, long,
     Error, DeviceMismatchError, ShapeError, DTypeError, InvalidValueError, OutOfMemoryError, CudaError,
     DeviceUnavailableError, IoError, FormatError, NumericalError, InternalError,
-    from_dlpack, manual_seed, initial_seed, arange,
+    from_dlpack, manual_seed, initial_seed, arange, set_num_threads, get_num_threads, set_flush_denormal,
     add, sub, mul, matmul, relu, sum, mean, argmax, softmax, log_softmax, count_correct, cross_entropy, linear,
 )
 from ._C import train  # noqa: F401,E402

@@ -89,3 +89,22 @@ def test_cuda_is_refused_cleanly_without_a_device():
     assert ember.cuda.device_count() == 0
     with pytest.raises(ember.DeviceUnavailableError, match="cuda"):
         ember.zeros(2).to("cuda")
+
+
+def test_host_settings_under_pytorchs_names():
+    threads = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        assert ember.get_num_threads() == 1
+        with pytest.raises(ValueError, match="thread"):
+            ember.set_num_threads(-1)
+    finally:
+        ember.set_num_threads(threads)
+    tiny = ember.tensor([1e-40])  # a denormal float32
+    try:
+        assert ember.set_flush_denormal(True)
+        assert (tiny * 2.0).item() == 0.0
+        ember.set_flush_denormal(False)
+        assert (tiny * 2.0).item() > 0.0
+    finally:
+        ember.set_flush_denormal(False)
