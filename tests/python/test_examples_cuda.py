@@ -1,5 +1,6 @@
-"""The lesson example as a test, and the .to("cuda") cases (run on a GPU or the emulated device, skipped elsewhere)."""
+"""The examples as tests (the lesson; the MLP against `ember train`), and the .to("cuda") cases (run on a GPU or the emulated device, skipped elsewhere)."""
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -16,6 +17,25 @@ def test_lesson_runs_and_learns(python):
     assert "caught DeviceMismatchError: Expected all tensors to be on the same device" in out.stdout
     final = float(out.stdout.strip().splitlines()[-1].split()[-1])
     assert final < 0.01, out.stdout
+
+
+EPOCH_LINE = re.compile(r"^epoch 1/1 +train loss \S+ acc \S+ +test loss \S+ acc \S+", re.M)
+
+
+def test_the_python_mlp_trains_exactly_as_ember_train(python, tmp_path):
+    data = ember.train.defaults("mlp")["data_dir"]
+    if not os.path.isdir(data):
+        pytest.skip(f"no Fashion-MNIST at {data} (Debian's dataset-fashion-mnist)")
+    cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(ember.__file__))), "apps", "ember")
+    common = ["--device", "cpu", "--epochs", "1", "--limit", "2000"]
+    runs = [subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ)
+            for cmd in ([cli, "train", *common, "--out", str(tmp_path)],
+                        [python, os.path.join(REPO, "examples/python/mlp_fashion.py"), *common])]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    lines = [EPOCH_LINE.search(run.stdout) for run in runs]
+    assert all(lines), [run.stdout for run in runs]
+    assert lines[0].group(0) == lines[1].group(0)  # the same losses and accuracies, to the last printed digit
 
 
 @requires_cuda
