@@ -50,7 +50,9 @@ Tensor gelu_backward(const Tensor& grad_out, const Tensor& x, const std::string&
   visit_floating(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     if (x.device().is_cpu()) k::cpu::gelu_backward<T>(dyc.data<T>(), xc.data<T>(), grad_in.data<T>(), x.numel(), form);
-    else EMBER_CUDA_CALL(k::cuda::gelu_backward<T>(dyc.data<T>(), xc.data<T>(), grad_in.data<T>(), x.numel(), form, detail::stream_of(x.device())));
+    else
+      EMBER_CUDA_CALL(k::cuda::gelu_backward<T>(dyc.data<T>(), xc.data<T>(), grad_in.data<T>(), x.numel(), form,
+                                                detail::stream_of(x.device())));
   });
   return grad_in;
 }
