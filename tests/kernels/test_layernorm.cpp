@@ -95,16 +95,16 @@ void gradcheck_layer_norm(Dims d, bool affine) {
   REQUIRE_GRADCHECK(([&](const std::vector<double>& v) { return f(x, w, v); }), b, db);
 }
 
-// dweight and dbias of a backward over `rows` rows at `threads` threads.
-std::vector<float> param_grads(Dims d, int threads) {
+// dweight, dbias and dx of a backward over `rows` rows at `threads` threads.
+template <typename T> std::vector<T> backward_results(Dims d, int threads) {
   test::ThreadsScope scope(threads);
-  const auto x = cast<float>(input(d, 11)), dy = test::random_values<float>(d.rows * d.cols, 12, -1, 1),
-             w = test::random_values<float>(d.cols, 13, 0.5, 1.5);
-  std::vector<float> y(x.size()), mean(d.rows), rstd(d.rows), dx(x.size()), grads(2 * d.cols, 0.0f);
-  kernels::cpu::layernorm_forward<float>({x.data(), w.data(), nullptr, y.data(), mean.data(), rstd.data(), d.rows,
-                                          d.cols, 1e-5f});
-  kernels::cpu::layernorm_backward<float>({x.data(), dy.data(), w.data(), mean.data(), rstd.data(), dx.data(),
-                                           grads.data(), grads.data() + d.cols, d.rows, d.cols});
+  const auto x = cast<T>(input(d, 11)), dy = test::random_values<T>(d.rows * d.cols, 12, -1, 1),
+             w = test::random_values<T>(d.cols, 13, 0.5, 1.5);
+  std::vector<T> y(x.size()), mean(d.rows), rstd(d.rows), dx(x.size()), grads(2 * d.cols, T(0));
+  kernels::cpu::layernorm_forward<T>({x.data(), w.data(), nullptr, y.data(), mean.data(), rstd.data(), d.rows, d.cols,
+                                      T(1e-5)});
+  kernels::cpu::layernorm_backward<T>({x.data(), dy.data(), w.data(), mean.data(), rstd.data(), dx.data(),
+                                       grads.data(), grads.data() + d.cols, d.rows, d.cols});
   grads.insert(grads.end(), dx.begin(), dx.end());
   return grads;
 }
@@ -121,12 +121,13 @@ TEST_CASE("cpu layernorm_backward passes the float64 gradient check", "[kernels]
     for (bool affine : {true, false}) gradcheck_layer_norm(d, affine);
 }
 
-TEST_CASE("cpu layernorm_backward's dweight and dbias are the same bits at 1 and 2 threads", "[kernels][layernorm]") {
+TEMPLATE_TEST_CASE("cpu layernorm_backward's dweight and dbias are the same bits at 1 and 2 threads",
+                   "[kernels][layernorm]", float, double) {
   const Dims d{701, 40};  // 204 rows a chunk: four chunks, the last one short
-  const std::vector<float> one = param_grads(d, 1);
-  CHECK(one == param_grads(d, 2));
-  CHECK(one == param_grads(d, 2));
-  CHECK(one == param_grads(d, 1));
+  const std::vector<TestType> one = backward_results<TestType>(d, 1);
+  CHECK(one == backward_results<TestType>(d, 2));
+  CHECK(one == backward_results<TestType>(d, 2));
+  CHECK(one == backward_results<TestType>(d, 1));
 }
 
 TEST_CASE("layer_norm checks device, then dtype, then shape", "[core][layernorm]") {
