@@ -19,8 +19,8 @@ namespace {
 struct Dims {
   int64_t rows, cols;
 };
-// Rows not a multiple of 32, width 1, widths around one and two warps, and a ViT-like 192.
-const std::vector<Dims> kShapes = {{1, 1}, {7, 1}, {33, 5}, {37, 31}, {5, 33}, {65, 77}, {3, 192}};
+// Rows not a multiple of 32, width 1, widths around one and two warps, a ViT-like 192 and BERT-base 768.
+const std::vector<Dims> kShapes = {{1, 1}, {7, 1}, {33, 5}, {37, 31}, {5, 33}, {65, 77}, {3, 192}, {2, 768}};
 
 struct Reference {
   std::vector<double> y, mean, rstd;
