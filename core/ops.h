@@ -7,6 +7,8 @@
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/gelu.h"
+#include "core/ops/layernorm.h"
 #include "core/ops/linear.h"
 #include "core/ops/optim.h"
 #include "core/ops/pool.h"

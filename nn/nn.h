@@ -8,6 +8,7 @@
 #include "nn/dropout.h"
 #include "nn/flatten.h"
 #include "nn/fuse.h"
+#include "nn/layernorm.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/module.h"

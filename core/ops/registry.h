@@ -35,7 +35,7 @@ struct OpRow {
   const char* no_meta = nullptr;  // why the op refuses meta tensors (its meta run must throw); null: infers shapes
 };
 
-// Every row, grouped by family (the MLP's families first, then the CNN's).
+// Every row, grouped by family (the MLP's families first, then the CNN's, then the Transformer's).
 const std::vector<OpRow>& op_registry();
 // The row called `name`; ValueError naming the rows when there is none.
 const OpRow& op_row(const std::string& name);

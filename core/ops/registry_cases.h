@@ -56,5 +56,7 @@ std::vector<OpRow> guard_rows();
 std::vector<OpRow> conv_rows();
 std::vector<OpRow> pool_rows();
 std::vector<OpRow> batchnorm_rows();
+std::vector<OpRow> layernorm_rows();
+std::vector<OpRow> gelu_rows();
 
 }  // namespace ember::ops::registry

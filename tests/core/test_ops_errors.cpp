@@ -68,6 +68,16 @@ TEST_CASE("Every op throws the typed error for device, shape and dtype mismatche
        [] { Tensor out = on({5}); ops::cast_(out, on({4})); }, nullptr},
       {"add_bias", [] { ops::add_bias(on({2, 3}), meta({3})); }, [] { ops::add_bias(on({2, 3}), on({2})); },
        [] { ops::add_bias(on({2, 3}), on({3}, Device::cpu(), DType::F64)); }},
+      {"layer_norm", [] { ops::layer_norm(on({2, 3}), meta({3}), on({3})); },
+       [] { ops::layer_norm(on({2, 3}), on({3}), on({2})); },
+       [] { ops::layer_norm(on({2, 3}), on({3}, Device::cpu(), DType::F64), on({3})); }},
+      {"layer_norm_backward",
+       [] { Tensor gw = on({3}), gb = on({3}); ops::layer_norm_backward(on({2, 3}), on({2, 3}), on({3}), {Tensor(), on({2}), meta({2})}, gw, gb); },
+       [] { Tensor gw = on({4}), gb = on({3}); ops::layer_norm_backward(on({2, 3}), on({2, 3}), on({3}), {Tensor(), on({2}), on({2})}, gw, gb); },
+       [] { Tensor gw = on({3}), gb = on({3}, Device::cpu(), DType::F64); ops::layer_norm_backward(on({2, 3}), on({2, 3}), on({3}), {Tensor(), on({2}), on({2})}, gw, gb); }},
+      {"gelu_backward", [] { ops::gelu_backward(on({2, 3}), meta({2, 3})); },
+       [] { ops::gelu_backward(on({2, 3}), on({3, 2})); },
+       [] { ops::gelu_backward(on({2, 3}), on({2, 3}, Device::cpu(), DType::F64)); }},
   };
   for (const auto& c : cases) {
     INFO(c.name);
@@ -84,6 +94,8 @@ TEST_CASE("Every op throws the typed error for device, shape and dtype mismatche
   CHECK_THROWS_AS(ops::argmax(on({2, 3}, Device::cpu(), DType::U8)), DTypeError);
   CHECK_THROWS_AS(ops::sum(on({2}, Device::cpu(), DType::I32)), DTypeError);
   CHECK_THROWS_AS(ops::sum_rows(on({6})), ShapeError);
+  CHECK_THROWS_AS(ops::gelu(on({2, 3}, Device::cpu(), DType::I32)), DTypeError);
+  CHECK_THROWS_AS(ops::layer_norm(on({2, 0}), Tensor(), Tensor()), ShapeError);
 }
 
 TEST_CASE("Ops on meta tensors infer shapes without touching memory", "[core]") {

@@ -19,7 +19,8 @@ using namespace ember;
 namespace {
 
 const std::vector<std::string> kFamilies = {"elementwise", "copy",  "random", "linear", "reduce",   "softmax_xent",
-                                            "optim",       "guard", "conv",   "pool",   "batchnorm"};
+                                            "optim",       "guard", "conv",   "pool",   "batchnorm",
+                                            "layernorm",   "gelu"};
 
 // On a GPU the largest fills about a thousand blocks of 256 threads, yet keeps the GPU check's compute-sanitizer
 // runs of every CUDA test short.
@@ -75,3 +76,5 @@ TEST_CASE("Op registry on CUDA: guard rows equal the CPU twin", "[cuda]") { chec
 TEST_CASE("Op registry on CUDA: conv rows equal the CPU twin", "[cuda]") { check_family("conv"); }
 TEST_CASE("Op registry on CUDA: pool rows equal the CPU twin", "[cuda]") { check_family("pool"); }
 TEST_CASE("Op registry on CUDA: batchnorm rows equal the CPU twin", "[cuda]") { check_family("batchnorm"); }
+TEST_CASE("Op registry on CUDA: layernorm rows equal the CPU twin", "[cuda]") { check_family("layernorm"); }
+TEST_CASE("Op registry on CUDA: gelu rows equal the CPU twin", "[cuda]") { check_family("gelu"); }
