@@ -70,6 +70,7 @@ Tensor from_numpy_copy(const py::array& arr, const py::handle& device) {
 
 py::object item(const Tensor& t) {
   if (is_floating(t.dtype())) return py::float_(t.item_as_double());
+  if (t.dtype() == DType::I64) return py::int_(t.item<int64_t>());  // exact beyond 2^53, where a double is not
   return py::int_(static_cast<int64_t>(t.item_as_double()));
 }
 

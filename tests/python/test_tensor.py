@@ -13,6 +13,7 @@ def test_tensor_from_lists_and_arrays_keeps_values_and_picks_pytorchs_dtypes():
     assert ember.tensor(np.zeros(3, dtype=np.float64)).dtype == ember.float64
     assert ember.tensor([1, 2], dtype=ember.uint8).numpy().dtype == np.uint8
     assert ember.tensor(3.5).shape == () and ember.tensor(3.5).item() == 3.5
+    assert ember.tensor(2**62 + 1).item() == 2**62 + 1  # int64 exactly, beyond a double's 53 bits
 
 
 def test_factories_and_seeded_random():
