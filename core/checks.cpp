@@ -88,6 +88,15 @@ void check_floating(const char* op, NamedTensor a) {
               ". Convert with .to(float32).");
 }
 
+void check_grad_output(const char* op, const Tensor& grad_out, const Tensor& x) {
+  check_defined(op, {"grad_output", grad_out});
+  check_defined(op, {"input", x});
+  check_same_device(op, {{"grad_output", grad_out}, {"input", x}});
+  check_same_dtype(op, {{"grad_output", grad_out}, {"input", x}});
+  check_floating(op, {"input", x});
+  check_same_shape(op, {"grad_output", grad_out}, {"input", x});
+}
+
 void check_label_dtype(const char* op, NamedTensor a) {
   EMBER_CHECK(a.tensor.dtype() == DType::I32 || a.tensor.dtype() == DType::I64, DTypeError, op, "() expects ", a.name,
               " of an integer dtype (int32 or int64), but got ", dtype_name(a.tensor.dtype()),

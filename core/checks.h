@@ -22,5 +22,7 @@ void check_dim(const char* op, NamedTensor a, int64_t ndim);
 void check_dtype(const char* op, NamedTensor a, DType expected);
 void check_floating(const char* op, NamedTensor a);
 void check_label_dtype(const char* op, NamedTensor a);  // int32 or int64
+// A backward's grad_output against its floating input: both defined, then device, dtype, shape in that order.
+void check_grad_output(const char* op, const Tensor& grad_out, const Tensor& x);
 
 }  // namespace ember

@@ -79,12 +79,7 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
 Tensor batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const BatchNormResult& saved,
                            const Tensor& relu_output, bool training, Tensor& grad_weight, Tensor& grad_bias) {
   const char* op = "batch_norm_backward";
-  check_defined(op, {"grad_output", grad_out});
-  check_defined(op, {"input", x});
-  check_same_device(op, {{"grad_output", grad_out}, {"input", x}});
-  check_same_dtype(op, {{"grad_output", grad_out}, {"input", x}});
-  check_floating(op, {"input", x});
-  check_same_shape(op, {"grad_output", grad_out}, {"input", x});
+  check_grad_output(op, grad_out, x);
   const k::BatchNormGeometry g = bn_geometry(x);
   check_channel_vector(op, "weight", weight, x);
   check_channel_vector(op, "grad_weight", grad_weight, x);

@@ -37,12 +37,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 Tensor gelu_backward(const Tensor& grad_out, const Tensor& x, const std::string& approximate) {
   const char* op = "gelu_backward";
-  check_defined(op, {"grad_output", grad_out});
-  check_defined(op, {"input", x});
-  check_same_device(op, {{"grad_output", grad_out}, {"input", x}});
-  check_same_dtype(op, {{"grad_output", grad_out}, {"input", x}});
-  check_floating(op, {"input", x});
-  check_same_shape(op, {"grad_output", grad_out}, {"input", x});
+  check_grad_output(op, grad_out, x);
   const k::GeluApproximate form = parse_approximate(op, approximate);
   Tensor grad_in = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_meta()) return grad_in;
