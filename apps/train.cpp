@@ -18,13 +18,15 @@ namespace {
 
 // The flags whose defaults depend on --model.
 struct RecipeFlags {
-  const CLI::Option *epochs, *lr, *weight_decay, *hidden;
+  const CLI::Option *epochs, *optimizer, *lr, *weight_decay, *hidden, *dropout;
 };
 
 // The model's own recipe (train::TrainConfig::defaults_for) for each of those flags not given on the command line.
 void apply_model_recipe(train::TrainConfig& c, const RecipeFlags& flags) {
   const train::TrainConfig recipe = train::TrainConfig::defaults_for(c.model);
   if (flags.epochs->count() == 0) c.epochs = recipe.epochs;
+  if (flags.optimizer->count() == 0) c.optimizer = recipe.optimizer;
+  if (flags.dropout->count() == 0) c.dropout = recipe.dropout;
   if (flags.lr->count() == 0) c.lr = recipe.lr;
   if (flags.weight_decay->count() == 0) c.weight_decay = recipe.weight_decay;
   if (flags.hidden->count() == 0) c.hidden = recipe.hidden;
@@ -76,7 +78,7 @@ void print_region_profile(std::FILE* out, const RegionProfile& p) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "Train an MLP or a CNN on Fashion-MNIST");
+  auto* sub = app.add_subcommand("train", "Train an MLP, a CNN or a Vision Transformer on Fashion-MNIST");
   sub->option_defaults()->always_capture_default();
   auto cfg = std::make_shared<train::TrainConfig>();
   auto device = std::make_shared<std::string>("auto");
@@ -86,17 +88,18 @@ void add_train_command(CLI::App& app) {
   auto profile = std::make_shared<bool>(false);
   cfg->out_dir = "runs/fashion-mnist";
 
-  sub->add_option("--model", cfg->model, "mlp (784-256-128-10) or cnn (torch_cnn.py's: conv 32, conv 64, 128)")
-                    ->check(CLI::IsMember({"mlp", "cnn"}));
+  sub->add_option("--model", cfg->model, "mlp (784-256-128-10), cnn (torch_cnn.py's: conv 32, conv 64, 128) or vit "
+                                          "(torch_vit.py's: 7x7 patches, 4 pre-norm layers of width 64, 4 heads)")
+                    ->check(CLI::IsMember({"mlp", "cnn", "vit"}));
   sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
   sub->add_option("--device", *device, "auto (best: cuda:0 if usable, else cpu), cpu, cuda or cuda:N");
   auto* epochs = sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all; cnn default: 10)")->check(CLI::Range(1, 100000));
   sub->add_option("--batch-size", cfg->batch_size, "Samples per step; under mpirun the global batch, split over the ranks")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
-  auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate (cnn default: 0.05)")->check(CLI::PositiveNumber);
+  auto* optimizer = sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw (vit default: adamw)")->check(CLI::IsMember({"sgd", "adamw"}));
+  auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate (cnn default: 0.05, vit: 2e-3)")->check(CLI::PositiveNumber);
   sub->add_option("--momentum", cfg->momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
   sub->add_flag("--nesterov,!--no-nesterov", cfg->nesterov, "Nesterov momentum (SGD)");
-  auto* weight_decay = sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW; cnn default: 5e-4)")->check(CLI::NonNegativeNumber);
+  auto* weight_decay = sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW; cnn default: 5e-4, vit: 0.05)")->check(CLI::NonNegativeNumber);
   sub->add_option("--schedule", cfg->schedule, "constant, step or cosine")->check(CLI::IsMember({"constant", "step", "cosine"}));
   sub->add_option("--warmup-epochs", cfg->warmup_epochs, "Linear warmup before the cosine decay")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-epochs", cfg->step_epochs, "step schedule: decay every N epochs")->check(CLI::PositiveNumber);
@@ -104,7 +107,12 @@ void add_train_command(CLI::App& app) {
   auto* hidden = sub->add_option("--hidden", cfg->hidden, "Hidden Linear sizes, comma-separated (cnn: 128)")
                      ->delimiter(',')->check(CLI::PositiveNumber);
   sub->add_option("--channels", cfg->channels, "cnn: conv block widths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
-  sub->add_option("--dropout", cfg->dropout, "cnn: dropout after each hidden Linear")->check(CLI::Range(0.0, 0.99));
+  auto* dropout = sub->add_option("--dropout", cfg->dropout, "cnn: dropout after each hidden Linear; vit: in each encoder layer (default 0.1)")->check(CLI::Range(0.0, 0.99));
+  sub->add_option("--patch", cfg->patch, "vit: patch side (must divide 28)")->check(CLI::Range(1, 28));
+  sub->add_option("--dim", cfg->dim, "vit: model width")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--depth", cfg->depth, "vit: encoder layers")->check(CLI::Range(1, 1024));
+  sub->add_option("--heads", cfg->heads, "vit: attention heads (must divide --dim)")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--feedforward", cfg->feedforward, "vit: feed-forward width")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--seed", cfg->seed, "Seed for initialisation and shuffling");
   sub->add_option("--threads", *threads, "Host threads for the CPU kernels (0: every core); results are the same for any count")->check(CLI::Range(0, 1024));
   sub->add_flag("--no-shuffle", *no_shuffle, "Keep the dataset order");
@@ -121,7 +129,7 @@ void add_train_command(CLI::App& app) {
 
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;
-    apply_model_recipe(c, {epochs, lr, weight_decay, hidden});
+    apply_model_recipe(c, {epochs, optimizer, lr, weight_decay, hidden, dropout});
     dist::Communicator& comm = dist::world();
     c.device = rank_device(*device, comm);
     c.shuffle = !*no_shuffle;

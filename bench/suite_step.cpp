@@ -33,7 +33,7 @@ int64_t step_flops_per_sample() { return 2 * (3 * weight_count() - kSizes[0] * k
 
 // A model, its optimizer and loss: everything one step touches, on one device.
 struct Trainer {
-  std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::SGD> optimizer;
   nn::CrossEntropyLoss loss;
 

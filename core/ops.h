@@ -15,3 +15,4 @@
 #include "core/ops/random.h"
 #include "core/ops/reduce.h"
 #include "core/ops/softmax_xent.h"
+#include "core/ops/tokens.h"

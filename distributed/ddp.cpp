@@ -43,9 +43,15 @@ struct GradientReducer::Bucket {
   std::unique_ptr<dist::Work> work;
 };
 
-GradientReducer::GradientReducer(dist::Communicator& comm, nn::Sequential& model, int64_t bucket_bytes)
-    : comm_(comm), model_(model) {
+GradientReducer::GradientReducer(dist::Communicator& comm, nn::Module& model, int64_t bucket_bytes)
+    : comm_(comm), hooked_(dynamic_cast<nn::Sequential*>(&model)) {
   if (comm.size() == 1) return;
+  // The units backward finishes one by one: a Sequential's children, or else the whole model at once.
+  std::vector<const nn::Module*> units{&model};
+  if (hooked_ != nullptr) {
+    units.clear();
+    for (size_t i = 0; i < hooked_->size(); ++i) units.push_back(&(*hooked_)[i]);
+  }
   // Buckets fill in the order backward finishes the gradients: last child first.
   struct Slot {
     nn::ParameterPtr p;
@@ -54,10 +60,10 @@ GradientReducer::GradientReducer(dist::Communicator& comm, nn::Sequential& model
   };
   std::vector<Slot> slots;
   std::vector<int64_t> bucket_numel;
-  buckets_of_child_.resize(model.size());
+  buckets_of_child_.resize(units.size());
   int64_t open_bytes = 0;
-  for (size_t i = model.size(); i-- > 0;) {
-    for (const auto& p : model[i].parameters()) {
+  for (size_t i = units.size(); i-- > 0;) {
+    for (const auto& p : units[i]->parameters()) {
       const auto bytes = static_cast<int64_t>(p->value.nbytes());
       if (bucket_numel.empty() || (open_bytes > 0 && open_bytes + bytes > bucket_bytes)) {
         bucket_numel.push_back(0);
@@ -87,12 +93,12 @@ GradientReducer::GradientReducer(dist::Communicator& comm, nn::Sequential& model
     stats_.bytes_per_step += static_cast<int64_t>(s.p->value.nbytes());
   }
   stats_.buckets = static_cast<int64_t>(buckets_.size());
-  model.set_backward_hook([this](size_t child) { child_done(child); });
+  if (hooked_ != nullptr) hooked_->set_backward_hook([this](size_t child) { child_done(child); });
 }
 
 GradientReducer::~GradientReducer() {
   if (comm_.size() == 1) return;
-  model_.set_backward_hook({});
+  if (hooked_ != nullptr) hooked_->set_backward_hook({});
   for (auto& b : buckets_)
     if (b->work) try {
         b->work->wait();  // never leave a collective writing into freed memory

@@ -33,14 +33,15 @@ uint64_t check_same_parameters(dist::Communicator& comm, const nn::Module& model
 // Sums the gradients of `model` over the ranks in buckets of at most `bucket_bytes` (or one parameter, when
 // larger), filled in backward's order, each started as soon as backward has finished every gradient in it.
 // The gradients become views of the buckets' flat tensors (DDP's gradient_as_bucket_view), so nothing is
-// copied on the host. With one rank it does nothing.
+// copied on the host. With one rank it does nothing. A model that is not an nn::Sequential has no per-child hook:
+// its buckets all start in finish(), after backward.
 //
 // Per step: model.backward(...) (the hook starts buckets), then finish() before the optimizer step.
 // The loss gradient of each rank must be scaled to its share of the global batch (local / global rows), so
 // that the sum over ranks is the single-process gradient of the whole batch.
 class GradientReducer {
  public:
-  GradientReducer(dist::Communicator& comm, nn::Sequential& model, int64_t bucket_bytes = int64_t{1} << 20);
+  GradientReducer(dist::Communicator& comm, nn::Module& model, int64_t bucket_bytes = int64_t{1} << 20);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -58,7 +59,7 @@ class GradientReducer {
   void launch(Bucket& bucket);
 
   dist::Communicator& comm_;
-  nn::Sequential& model_;
+  nn::Sequential* hooked_ = nullptr;  // the model, when backward reports each child
   std::chrono::steady_clock::time_point backward_end_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::vector<size_t>> buckets_of_child_;

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "models/vit.h"
 #include "nn/nn.h"
 
 namespace ember::models {
@@ -21,8 +22,18 @@ Architecture Architecture::cnn(std::vector<int64_t> channels, std::vector<int64_
   return a;
 }
 
+Architecture Architecture::vit(int64_t patch, int64_t dim, int64_t depth, int64_t heads, int64_t feedforward) {
+  Architecture a;
+  a.kind = "vit";
+  a.patch = patch, a.dim = dim, a.depth = depth, a.heads = heads, a.feedforward = feedforward;
+  a.dropout = 0.1;
+  return a;
+}
+
+std::string Architecture::family() const { return is_cnn() ? "CNN" : is_vit() ? "ViT" : "MLP"; }
+
 Shape Architecture::sample_shape() const {
-  if (is_cnn()) return {in_channels, height, width};
+  if (is_cnn() || is_vit()) return {in_channels, height, width};
   return {in_channels * height * width};
 }
 
@@ -50,6 +61,11 @@ std::vector<int64_t> Architecture::linear_sizes() const {
 
 std::string Architecture::str() const {
   std::ostringstream s;
+  if (is_vit()) {
+    s << in_channels << 'x' << height << 'x' << width << "-p" << patch << "-d" << dim << "-l" << depth << "-h" << heads
+      << "-f" << feedforward << '-' << classes;
+    return s.str();
+  }
   if (is_cnn()) {
     s << in_channels << 'x' << height << 'x' << width;
     for (int64_t c : channels) s << "-c" << c;
@@ -63,10 +79,29 @@ std::string Architecture::str() const {
   return s.str();
 }
 
+namespace {
+
+// The ViT's sizes: a patch that tiles the image, a width the heads divide.
+void check_vit(const Architecture& a) {
+  EMBER_CHECK(a.patch > 0 && a.height % a.patch == 0 && a.width % a.patch == 0, ValueError, "--patch ", a.patch,
+              " does not divide the ", a.height, "x", a.width, " image; use a patch size that divides both sides (",
+              a.height == 28 ? "4, 7 or 14" : "a divisor", ")");
+  EMBER_CHECK(a.dim > 0 && a.depth > 0 && a.heads > 0 && a.feedforward > 0, ValueError,
+              "--dim, --depth, --heads and --feedforward must be >= 1, got ", a.dim, ", ", a.depth, ", ", a.heads, ", ", a.feedforward);
+  EMBER_CHECK(a.dim % a.heads == 0, ValueError, "--dim ", a.dim, " is not divisible by --heads ", a.heads,
+              "; choose a head count that divides the width");
+  EMBER_CHECK(a.input_std > 0, ValueError, "the input std must be > 0, got ", a.input_std);
+}
+
+}  // namespace
+
 void Architecture::check() const {
-  EMBER_CHECK(kind == "mlp" || kind == "cnn", ValueError, "--model must be mlp or cnn, got '", kind, "'");
+  EMBER_CHECK(kind == "mlp" || kind == "cnn" || kind == "vit", ValueError, "--model must be mlp, cnn or vit, got '",
+              kind, "'");
   EMBER_CHECK(in_channels > 0 && height > 0 && width > 0 && classes > 0, ValueError, "the input and class counts of ",
               str(), " must be positive");
+  EMBER_CHECK(dropout >= 0 && dropout < 1, ValueError, "--dropout must be in [0, 1), got ", dropout);
+  if (is_vit()) return check_vit(*this);
   for (int64_t h : hidden) EMBER_CHECK(h > 0, ValueError, "--hidden sizes must be >= 1, got ", h);
   if (!is_cnn()) return;
   EMBER_CHECK(!channels.empty(), ValueError, "--channels needs at least one conv block, e.g. 32,64");
@@ -75,7 +110,6 @@ void Architecture::check() const {
   EMBER_CHECK(channels.size() < 31 && (height >> channels.size()) >= 1 && (width >> channels.size()) >= 1, ValueError,
               channels.size(), " conv blocks (each with a 2x2 max pool) halve a ", height, "x", width,
               " image to nothing; use fewer --channels");
-  EMBER_CHECK(dropout >= 0 && dropout < 1, ValueError, "--dropout must be in [0, 1), got ", dropout);
 }
 
 namespace {
@@ -97,8 +131,9 @@ void push_linear_layers(nn::Sequential& model, const std::vector<int64_t>& sizes
 
 }  // namespace
 
-std::shared_ptr<nn::Sequential> make_model(const Architecture& arch, Device device, Generator& generator) {
+std::shared_ptr<nn::Module> make_model(const Architecture& arch, Device device, Generator& generator) {
   arch.check();
+  if (arch.is_vit()) return std::make_shared<VisionTransformer>(arch, device, generator);
   auto model = std::make_shared<nn::Sequential>();
   if (!arch.is_cnn()) {
     push_linear_layers(*model, arch.linear_sizes(), nullptr, device, generator);

@@ -2,7 +2,9 @@
 #include "models/io.h"
 
 #include <charconv>
+#include <cmath>
 #include <map>
+#include <regex>
 
 #include "formats/safetensors.h"
 
@@ -99,6 +101,46 @@ Architecture infer_cnn(const std::string& path, const Layers& layers) {
   return a;
 }
 
+const Tensor* find(const formats::NamedTensors& tensors, const std::string& name) {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+// The tensor called `name` with `dims` dims, or a FormatError saying it is missing or has the wrong shape.
+const Tensor& vit_tensor(const std::string& path, const formats::NamedTensors& tensors, const std::string& name,
+                         int64_t dims) {
+  const Tensor* t = find(tensors, name);
+  EMBER_CHECK(t != nullptr, FormatError, path, ": a ViT checkpoint needs '", name, "', which is missing");
+  EMBER_CHECK(t->dim() == dims, FormatError, path, ": '", name, "' should have ", dims, " dims but has shape ",
+              shape_str(t->shape()));
+  return *t;
+}
+
+// The ViT's layout (models/vit.h), a 1x28x28 input: sizes from the tensors' shapes, the head count (which no
+// shape holds) from ember's metadata, else the peer's 4.
+Architecture infer_vit(const std::string& path, const formats::SafetensorsFile& file) {
+  const auto& t = file.tensors;
+  const Tensor& patch_w = vit_tensor(path, t, "patch_embed.weight", 2);
+  const auto patch = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(patch_w.size(1)))));
+  int64_t depth = 0;
+  while (find(t, "encoder.layers." + std::to_string(depth) + ".norm1.weight") != nullptr) ++depth;
+  EMBER_CHECK(patch * patch == patch_w.size(1) && depth > 0, FormatError, path,
+              ": not a ViT of 1-channel square patches with encoder.layers.N (patch_embed.weight is ",
+              shape_str(patch_w.shape()), ", ", depth, " encoder layers)");
+  int64_t heads = 4;
+  auto meta = file.metadata.find("ember_architecture");
+  std::smatch m;
+  if (meta != file.metadata.end() && std::regex_search(meta->second, m, std::regex("-h([0-9]+)-"))) heads = std::stoll(m[1]);
+  Architecture a = Architecture::vit(patch, patch_w.size(0), depth, heads,
+                                     vit_tensor(path, t, "encoder.layers.0.linear1.weight", 2).size(0));
+  a.classes = vit_tensor(path, t, "head.weight", 2).size(0);
+  const Tensor& pos = vit_tensor(path, t, "pos_embedding", 3);
+  EMBER_CHECK(a.height % patch == 0 && pos.size(1) == a.patches() + 1, FormatError, path, ": pos_embedding holds ",
+              pos.size(1), " positions, but ", patch, "x", patch, " patches of a 28x28 image need ", a.patches() + 1);
+  return a;
+}
+
 }  // namespace
 
 void save_model(const std::string& path, const nn::Module& model, const Architecture& arch) {
@@ -107,8 +149,13 @@ void save_model(const std::string& path, const nn::Module& model, const Architec
 
 Network load_model(const std::string& path, Device device, double dropout, Generator& generator) {
   formats::SafetensorsFile file = formats::load_safetensors(path);
-  const Layers layers = group_by_layer(path, file.tensors);
-  Network net{nullptr, has_conv(layers) ? infer_cnn(path, layers) : infer_mlp(path, layers)};
+  Network net;
+  if (find(file.tensors, "class_token") != nullptr) {
+    net.arch = infer_vit(path, file);
+  } else {
+    const Layers layers = group_by_layer(path, file.tensors);
+    net.arch = has_conv(layers) ? infer_cnn(path, layers) : infer_mlp(path, layers);
+  }
   net.arch.dropout = dropout;
   try {
     net.model = make_model(net.arch, device, generator);  // the initial values are overwritten below

@@ -8,6 +8,7 @@
 
 namespace ember::nn {
 
+// y = x W^T + b over the last dim of x (..., in), as PyTorch's nn.Linear: the leading dims are rows of one GEMM.
 // W (out, in) and b (out), initialised as PyTorch does: uniform in (-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform
 // with a = sqrt(5)), drawn from `generator`.
 class Linear : public Module {
@@ -33,8 +34,9 @@ class Linear : public Module {
   int64_t in_, out_;
   bool relu_ = false;
   ParameterPtr weight_, bias_;
-  Tensor input_;   // (B, in), saved by forward for dW
-  Tensor output_;  // (B, out), saved with a fused ReLU for its mask
+  Shape input_shape_;  // (..., in): the last forward's input shape
+  Tensor input_;       // (rows, in): that input as a matrix, saved by forward for dW
+  Tensor output_;      // (rows, out), saved with a fused ReLU for its mask
 };
 
 // nn.Sequential(Linear, ReLU) as one module: the ReLU runs in the GEMM's epilogue, and backward applies its mask

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/batchnorm.h"
 #include "nn/container.h"
 #include "nn/conv.h"
@@ -14,3 +15,4 @@
 #include "nn/module.h"
 #include "nn/pool.h"
 #include "nn/summary.h"
+#include "nn/transformer.h"

@@ -12,8 +12,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// Keys that runs saved before the CNN existed do not have: such a run was an MLP, with the defaults.
-const std::set<std::string> kAddedLater = {"model", "channels", "dropout"};
+// Keys that runs saved before the CNN (or the ViT) existed do not have: such a run used the defaults.
+const std::set<std::string> kAddedLater = {"model", "channels", "dropout", "patch", "dim", "depth", "heads", "feedforward"};
 
 template <typename T> json to_value(const T& v) { return v; }
 json to_value(const Device& d) { return d.str(); }
@@ -48,6 +48,7 @@ TrainConfig TrainConfig::defaults_for(const std::string& model) {
   TrainConfig c;
   c.model = model;
   if (model == "cnn") c.epochs = 10, c.lr = 0.05, c.weight_decay = 5e-4, c.hidden = {128};
+  if (model == "vit") c.epochs = 10, c.optimizer = "adamw", c.lr = 2e-3, c.weight_decay = 0.05, c.dropout = 0.1;
   return c;
 }
 
@@ -62,8 +63,9 @@ TrainConfig resumed_config(const TrainConfig& requested, const std::string& save
 }
 
 models::Architecture architecture_of(const TrainConfig& c) {
-  models::Architecture a = c.model == "cnn" ? models::Architecture::cnn(c.channels, c.hidden)
-                                            : models::Architecture::mlp(c.hidden);
+  models::Architecture a = c.model == "cnn"   ? models::Architecture::cnn(c.channels, c.hidden)
+                           : c.model == "vit" ? models::Architecture::vit(c.patch, c.dim, c.depth, c.heads, c.feedforward)
+                                              : models::Architecture::mlp(c.hidden);
   a.kind = c.model;
   a.dropout = c.dropout;
   return a;

@@ -32,10 +32,15 @@ struct TrainConfig {
   double warmup_epochs = 1;        // cosine: linear warmup
   int64_t step_epochs = 5;         // step: decay every this many epochs
   double step_gamma = 0.1;
-  std::string model = "mlp";       // mlp | cnn (models/architecture.h)
+  std::string model = "mlp";       // mlp | cnn | vit (models/architecture.h)
   std::vector<int64_t> hidden = {256, 128};
   std::vector<int64_t> channels = {32, 64};  // cnn: conv block widths
-  double dropout = 0.25;           // cnn: after each hidden Linear
+  double dropout = 0.25;           // cnn: after each hidden Linear; vit: in each encoder layer
+  int64_t patch = 7;               // vit: patch side, width, encoder layers, heads, feed-forward width
+  int64_t dim = 64;
+  int64_t depth = 4;
+  int64_t heads = 4;
+  int64_t feedforward = 128;
   uint64_t seed = 0;
   bool shuffle = true;
   bool pin_memory = true;
@@ -59,7 +64,8 @@ struct TrainConfig {
 
   std::string to_json() const;                            // the saved fields
   static TrainConfig from_json(const std::string& json);  // FormatError on a malformed config
-  // The recipe `ember train --model mlp|cnn` starts from (the CNN's: docs/benchmarks.md, "CNN accuracy").
+  // The recipe `ember train --model mlp|cnn|vit` starts from (the CNN's: docs/benchmarks.md, "CNN accuracy"; the
+  // ViT's: ../shared/peers/torch_vit.py's).
   static TrainConfig defaults_for(const std::string& model);
 };
 
@@ -83,7 +89,9 @@ void TrainConfig::fields(F&& f, Config&... c) {
   f("schedule", K::Recipe, c.schedule...), f("warmup_epochs", K::Recipe, c.warmup_epochs...);
   f("step_epochs", K::Recipe, c.step_epochs...), f("step_gamma", K::Recipe, c.step_gamma...);
   f("model", K::Recipe, c.model...), f("hidden", K::Recipe, c.hidden...), f("channels", K::Recipe, c.channels...);
-  f("dropout", K::Recipe, c.dropout...), f("seed", K::Recipe, c.seed...), f("shuffle", K::Recipe, c.shuffle...);
+  f("dropout", K::Recipe, c.dropout...), f("patch", K::Recipe, c.patch...), f("dim", K::Recipe, c.dim...);
+  f("depth", K::Recipe, c.depth...), f("heads", K::Recipe, c.heads...), f("feedforward", K::Recipe, c.feedforward...);
+  f("seed", K::Recipe, c.seed...), f("shuffle", K::Recipe, c.shuffle...);
   f("pin_memory", K::Recipe, c.pin_memory...), f("limit", K::Recipe, c.limit...);
   f("init_path", K::Recipe, c.init_path...), f("skip_nonfinite", K::Recipe, c.skip_nonfinite...);
   f("resume_dir", K::Transient, c.resume_dir...), f("out_dir", K::Transient, c.out_dir...);

@@ -5,7 +5,7 @@
 
 namespace ember::train {
 
-Stepper::Stepper(nn::Sequential& model, const TrainConfig& c, dist::Communicator& comm, int64_t steps_per_epoch,
+Stepper::Stepper(nn::Module& model, const TrainConfig& c, dist::Communicator& comm, int64_t steps_per_epoch,
                  int64_t steps_done, const optim::OptimizerState* resume)
     : model_(model), comm_(comm), device_(c.device), steps_per_epoch_(steps_per_epoch), step_(steps_done),
       peak_lr_(c.lr), optimizer_(make_optimizer(c, model.parameters())), schedule_(make_schedule(c, steps_per_epoch)),

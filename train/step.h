@@ -19,7 +19,7 @@ namespace ember::train {
 class Stepper {
  public:
   // Steps of `model` as `c` configures them; a resumed run passes its saved steps and optimizer state.
-  Stepper(nn::Sequential& model, const TrainConfig& c, dist::Communicator& comm, int64_t steps_per_epoch,
+  Stepper(nn::Module& model, const TrainConfig& c, dist::Communicator& comm, int64_t steps_per_epoch,
           int64_t steps_done = 0, const optim::OptimizerState* resume = nullptr);
 
   struct Output {
@@ -37,7 +37,7 @@ class Stepper {
   const dist::GradientReducer& reducer() const { return reducer_; }
 
  private:
-  nn::Sequential& model_;
+  nn::Module& model_;
   dist::Communicator& comm_;
   Device device_;
   int64_t steps_per_epoch_, step_;

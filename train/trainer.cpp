@@ -73,7 +73,7 @@ class Trainer {
   data::Dataset train_set_, test_set_;
   models::Architecture arch_;
   Generator generator_;  // initial weights, then the dropout masks: lives as long as the model
-  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<nn::Module> model_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Stepper> stepper_;
   std::unique_ptr<StepRecord> record_;
@@ -115,6 +115,10 @@ void Trainer::load_model() {
     start_.config.model = arch_.kind;
     start_.config.hidden = arch_.hidden;
     if (arch_.is_cnn()) start_.config.channels = arch_.channels;
+    if (arch_.is_vit()) {
+      start_.config.patch = arch_.patch, start_.config.dim = arch_.dim, start_.config.depth = arch_.depth;
+      start_.config.heads = arch_.heads, start_.config.feedforward = arch_.feedforward;
+    }
   }
   model_->set_input_grad(false);  // the input is data: the first layer skips its dx GEMM, as PyTorch does
   dist::broadcast_state(comm_, *model_);
@@ -123,7 +127,7 @@ void Trainer::load_model() {
 
 void Trainer::print_header() const {
   if (!verbose()) return;
-  log_ << "ember train: " << arch_.str() << (arch_.is_cnn() ? " CNN" : " MLP") << " on " << cfg_.device.str() << ", "
+  log_ << "ember train: " << arch_.str() << " " << arch_.family() << " on " << cfg_.device.str() << ", "
        << train_set_.size() << " training / " << test_set_.size() << " test samples, batch " << cfg_.batch_size
        << ", " << cfg_.optimizer << " lr " << cfg_.lr << " (" << cfg_.schedule << ")"
        << (start_.resume ? ", resuming after epoch " + std::to_string(start_.resume->epochs_done) : "") << "\n";

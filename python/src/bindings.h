@@ -18,6 +18,7 @@ void init_tensor(py::module_& m);     // tensor.cpp: device, dtype, Tensor and i
 void init_tensor_ops(py::module_& m); // tensor_ops.cpp: operators and the ops of core/ops
 void init_dlpack(py::module_& m);     // dlpack.cpp: __dlpack__, __dlpack_device__, from_dlpack
 void init_nn(py::module_& m);         // nn.cpp: ember._C.nn, modules and losses
+void init_nn_transformer(py::module_& nn);  // nn_transformer.cpp: LayerNorm, GELU, attention, encoder layers
 void init_optim(py::module_& m);      // optim.cpp: ember._C.optim, SGD, AdamW, schedules
 void init_data_io(py::module_& m);    // data_io.cpp: ember._C.data (Fashion-MNIST, DataLoader), save/load
 

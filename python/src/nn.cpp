@@ -190,6 +190,7 @@ void init_nn(py::module_& m) {
   init_module(nn);
   init_layers(nn);
   init_sequential(nn);
+  init_nn_transformer(nn);
   init_loss<nn::CrossEntropyLoss>(nn, "CrossEntropyLoss", "input", "target");
   init_loss<nn::MSELoss>(nn, "MSELoss", "input", "target");
   py::class_<nn::CrossEntropyLoss>(nn.attr("CrossEntropyLoss"))

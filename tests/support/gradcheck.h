@@ -69,8 +69,9 @@ inline GradCheck gradcheck(const std::function<double(const std::vector<double>&
 
 namespace ember::test {
 
-// f(x) = sum(m(x) * R) checked against m.backward(R) for the input and every parameter, in float64.
-inline void gradcheck_module(nn::Module& m, const Tensor& x) {
+// f(x) = sum(m(x) * R) checked against m.backward(R) for the input (unless `input` is false: a module whose input
+// is data) and every parameter, in float64.
+inline void gradcheck_module(nn::Module& m, const Tensor& x, bool input = true) {
   m.zero_grad();
   Tensor y = m.forward(x);
   const Tensor r = Tensor::randn(y.shape(), 17, DType::F64);
@@ -84,8 +85,8 @@ inline void gradcheck_module(nn::Module& m, const Tensor& x) {
       return s;
     };
   };
-  Tensor input = x;
-  REQUIRE_GRADCHECK(f_of(input), x.to_vector<double>(), dx.to_vector<double>());
+  Tensor x_copy = x;
+  if (input) REQUIRE_GRADCHECK(f_of(x_copy), x.to_vector<double>(), dx.to_vector<double>());
   for (auto& [name, p] : m.named_parameters()) {
     INFO(name);
     REQUIRE_GRADCHECK(f_of(p->value), p->value.to_vector<double>(), p->grad.to_vector<double>());
