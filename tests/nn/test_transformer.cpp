@@ -87,7 +87,7 @@ TEST_CASE("TransformerEncoderLayer has PyTorch's names and passes the gradient c
     auto layer = std::make_shared<nn::TransformerEncoderLayer>(o, DType::F64);
     CHECK(names(*layer) == kLayerNames);
     randomise(*layer, 50);
-    nn::AttentionMask mask{.causal = f.causal};
+    nn::AttentionMask mask{Tensor(), f.causal};
     // Sequence 0 pads its last key, sequence 1 nothing.
     if (f.padding) mask.key_padding_mask = Tensor::from_vector<uint8_t>({0, 0, 0, 1, 0, 0, 0, 0}, {2, 4});
     Masked masked(layer, mask);
