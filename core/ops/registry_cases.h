@@ -58,5 +58,7 @@ std::vector<OpRow> pool_rows();
 std::vector<OpRow> batchnorm_rows();
 std::vector<OpRow> layernorm_rows();
 std::vector<OpRow> gelu_rows();
+std::vector<OpRow> embedding_rows();
+std::vector<OpRow> heads_rows();
 
 }  // namespace ember::ops::registry
