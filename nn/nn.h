@@ -7,6 +7,7 @@
 #include "nn/container.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
+#include "nn/embedding.h"
 #include "nn/flatten.h"
 #include "nn/fuse.h"
 #include "nn/layernorm.h"

@@ -58,6 +58,8 @@ std::vector<OpRow> pool_rows();
 std::vector<OpRow> batchnorm_rows();
 std::vector<OpRow> layernorm_rows();
 std::vector<OpRow> gelu_rows();
+std::vector<OpRow> embedding_rows();
+std::vector<OpRow> heads_rows();
 std::vector<OpRow> tokens_rows();
 
 }  // namespace ember::ops::registry
