@@ -58,5 +58,6 @@ std::vector<OpRow> pool_rows();
 std::vector<OpRow> batchnorm_rows();
 std::vector<OpRow> layernorm_rows();
 std::vector<OpRow> gelu_rows();
+std::vector<OpRow> attention_rows();
 
 }  // namespace ember::ops::registry
