@@ -3,6 +3,7 @@
 // kernels::cuda; on meta tensors it only infers the output shape.
 #pragma once
 
+#include "core/ops/attention.h"
 #include "core/ops/batchnorm.h"
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"

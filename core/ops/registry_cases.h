@@ -60,6 +60,7 @@ std::vector<OpRow> layernorm_rows();
 std::vector<OpRow> gelu_rows();
 std::vector<OpRow> embedding_rows();
 std::vector<OpRow> heads_rows();
+std::vector<OpRow> attention_rows();
 std::vector<OpRow> tokens_rows();
 
 }  // namespace ember::ops::registry
