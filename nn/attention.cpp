@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/ops.h"
-#include "core/ops/heads.h"
 #include "nn/init.h"
 
 namespace ember::nn {

@@ -84,7 +84,7 @@ std::shared_ptr<nn::Sequential> probe_model(int* calls) {
 }
 
 // Every parameter's gradient after one forward of x (the probe model's input by default) and a backward of ones.
-std::map<std::string, std::vector<float>> gradients_after_step(nn::Sequential& m, const Tensor& x = Tensor::randn({4, 6}, 9)) {
+std::map<std::string, std::vector<float>> gradients_after_step(nn::Module& m, const Tensor& x = Tensor::randn({4, 6}, 9)) {
   m.zero_grad();
   const Tensor y = m.forward(x);
   m.backward(Tensor::ones(y.shape()));

@@ -57,7 +57,7 @@ TEST_CASE("The default CNN's state_dict is torch_cnn.py's: names, order, dtypes 
 TEST_CASE("A CNN written by PyTorch loads into ember and predicts PyTorch's logits", "[models]") {
   Network net = load_model((kTorchData / "cnn_torch.safetensors").string());
   CHECK(net.arch.str() == "1x28x28-c4-c8-16-10");
-  auto* bn = dynamic_cast<nn::BatchNorm2d*>(&(*net.model)[1]);
+  auto* bn = dynamic_cast<nn::BatchNorm2d*>(net.model->children().at(1).second.get());
   REQUIRE(bn != nullptr);
   CHECK(bn->num_batches_tracked().item<int64_t>() == 3);
   net.model->eval();
