@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/ops/batchnorm.h"
+#include "core/ops/bmm.h"
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
