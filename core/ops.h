@@ -5,6 +5,7 @@
 
 #include "core/ops/attention.h"
 #include "core/ops/batchnorm.h"
+#include "core/ops/bmm.h"
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"

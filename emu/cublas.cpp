@@ -1,5 +1,5 @@
-// The emulated cuBLAS: handles (stream, pointer mode, math mode) and GEMM, validated by cuBLAS's argument
-// rules and computed column-major on the handle's stream, accumulating in the requested compute type.
+// The emulated cuBLAS: handles (stream, pointer mode, math mode) and GEMM (plain and strided-batched), validated by
+// cuBLAS's argument rules and computed column-major on the handle's stream, accumulating in the requested compute type.
 #include <cublas_v2.h>
 
 #include <string>
@@ -62,10 +62,15 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A
   }
 }
 
+// The strides of a strided batch, in elements (a plain GEMM: one problem, strides unused).
+struct Batch {
+  int64_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
 template <typename T>
 cublasStatus_t queue_gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* alpha,
                           const void* A, int64_t lda, const void* B, int64_t ldb, const void* beta, void* C,
-                          int64_t ldc) {
+                          int64_t ldc, Batch batch = {}) {
   Stream* stream = stream_of(h->stream);
   if (stream == nullptr) return CUBLAS_STATUS_EXECUTION_FAILED;
   const bool on_device = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
@@ -75,13 +80,17 @@ cublasStatus_t queue_gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t
             const T a = on_device ? *static_cast<const T*>(alpha) : host_alpha;
             const T b = on_device ? *static_cast<const T*>(beta) : host_beta;
             const bool reads_ab = k > 0 && a != T(0);
-            if (reads_ab) {
-              check_operand(Operand{"A", A, ta ? k : m, ta ? m : k, lda}, sizeof(T));
-              check_operand(Operand{"B", B, tb ? n : k, tb ? k : n, ldb}, sizeof(T));
+            for (int64_t i = 0; i < batch.count; ++i) {
+              const T* Ai = static_cast<const T*>(A) + (reads_ab ? i * batch.stride_a : 0);
+              const T* Bi = static_cast<const T*>(B) + (reads_ab ? i * batch.stride_b : 0);
+              T* Ci = static_cast<T*>(C) + i * batch.stride_c;
+              if (reads_ab) {
+                check_operand(Operand{"A", Ai, ta ? k : m, ta ? m : k, lda}, sizeof(T));
+                check_operand(Operand{"B", Bi, tb ? n : k, tb ? k : n, ldb}, sizeof(T));
+              }
+              check_operand(Operand{"C", Ci, m, n, ldc}, sizeof(T));
+              gemm<T, T>(ta, tb, m, n, reads_ab ? k : 0, a, Ai, lda, Bi, ldb, b, Ci, ldc);
             }
-            check_operand(Operand{"C", C, m, n, ldc}, sizeof(T));
-            gemm<T, T>(ta, tb, m, n, reads_ab ? k : 0, a, static_cast<const T*>(A), lda, static_cast<const T*>(B), ldb,
-                       b, static_cast<T*>(C), ldc);
           }});
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -160,25 +169,48 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   }
 }
 
-cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
-                               int64_t n, int64_t k, const void* alpha, const void* A, cudaDataType Atype, int64_t lda,
-                               const void* B, cudaDataType Btype, int64_t ldb, const void* beta, void* C,
-                               cudaDataType Ctype, int64_t ldc, cublasComputeType_t compute, cublasGemmAlgo_t) {
+namespace {
+
+// cublasGemmEx_64 and its strided batch: cuBLAS's argument rules, then the product queued in the requested types.
+cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+                         int64_t n, int64_t k, const void* alpha, const void* A, cudaDataType Atype, int64_t lda,
+                         const void* B, cudaDataType Btype, int64_t ldb, const void* beta, void* C, cudaDataType Ctype,
+                         int64_t ldc, cublasComputeType_t compute, Batch batch) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
   auto at_least = [](int64_t v) { return v < 1 ? int64_t{1} : v; };
-  if (m < 0 || n < 0 || k < 0 || alpha == nullptr || beta == nullptr || lda < at_least(ta ? k : m) ||
-      ldb < at_least(tb ? n : k) || ldc < at_least(m))
+  if (m < 0 || n < 0 || k < 0 || batch.count < 0 || alpha == nullptr || beta == nullptr ||
+      lda < at_least(ta ? k : m) || ldb < at_least(tb ? n : k) || ldc < at_least(m))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (m == 0 || n == 0 || batch.count == 0) return CUBLAS_STATUS_SUCCESS;
   const bool all_f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F;
   const bool all_f64 = Atype == CUDA_R_64F && Btype == CUDA_R_64F && Ctype == CUDA_R_64F;
   if (all_f32 && (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC ||
                   compute == CUBLAS_COMPUTE_32F_FAST_TF32))
-    return queue_gemm<float>(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return queue_gemm<float>(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch);
   if (all_f64 && compute == CUBLAS_COMPUTE_64F)
-    return queue_gemm<double>(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return queue_gemm<double>(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch);
   return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+}  // namespace
+
+cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+                               int64_t n, int64_t k, const void* alpha, const void* A, cudaDataType Atype, int64_t lda,
+                               const void* B, cudaDataType Btype, int64_t ldb, const void* beta, void* C,
+                               cudaDataType Ctype, int64_t ldc, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  return gemm_call(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute,
+                   Batch{});
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                             int64_t m, int64_t n, int64_t k, const void* alpha, const void* A,
+                                             cudaDataType Atype, int64_t lda, long long strideA, const void* B,
+                                             cudaDataType Btype, int64_t ldb, long long strideB, const void* beta,
+                                             void* C, cudaDataType Ctype, int64_t ldc, long long strideC,
+                                             int64_t batchCount, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  return gemm_call(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute,
+                   Batch{batchCount, strideA, strideB, strideC});
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,

@@ -76,8 +76,9 @@ const std::vector<OpRow>& op_registry() {
     for (auto family : {registry::elementwise_rows, registry::copy_rows, registry::random_rows, registry::linear_rows,
                         registry::reduce_rows, registry::softmax_xent_rows, registry::optim_rows,
                         registry::guard_rows, registry::conv_rows, registry::pool_rows, registry::batchnorm_rows,
-                        registry::layernorm_rows, registry::gelu_rows, registry::embedding_rows,
-                        registry::heads_rows, registry::attention_rows, registry::tokens_rows})
+                        registry::layernorm_rows, registry::gelu_rows, registry::bmm_rows,
+                        registry::embedding_rows, registry::heads_rows, registry::attention_rows,
+                        registry::tokens_rows})
       for (OpRow& row : family()) all.push_back(std::move(row));
     return all;
   }();

@@ -44,6 +44,18 @@ OpCase case_for(const Shape& main_shape);
 // f32 or f64's tolerance.
 inline double tolerance(DType dtype, double f32, double f64) { return dtype == DType::F64 ? f64 : f32; }
 
+// Selects a GEMM backend for a case's run and restores the previous one when the run ends, however it ends.
+class BackendScope {
+ public:
+  explicit BackendScope(GemmBackend backend) : saved_(gemm_backend()) { set_gemm_backend(backend); }
+  ~BackendScope() { set_gemm_backend(saved_); }
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  GemmBackend saved_;
+};
+
 // The rows of each family (core/ops/registry_<file>.cpp).
 std::vector<OpRow> elementwise_rows();
 std::vector<OpRow> copy_rows();
@@ -58,6 +70,7 @@ std::vector<OpRow> pool_rows();
 std::vector<OpRow> batchnorm_rows();
 std::vector<OpRow> layernorm_rows();
 std::vector<OpRow> gelu_rows();
+std::vector<OpRow> bmm_rows();
 std::vector<OpRow> embedding_rows();
 std::vector<OpRow> heads_rows();
 std::vector<OpRow> attention_rows();

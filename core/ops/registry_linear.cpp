@@ -31,18 +31,6 @@ OpCase gemm_case(const GemmSize& g, double tol) {
 // max |C| <= 129) is under that, for a kernel that would round differently.
 double gemm_tolerance(DType dtype) { return tolerance(dtype, 1e-6, 1e-14); }
 
-// Restores the GEMM backend when the run ends, however it ends.
-class BackendScope {
- public:
-  explicit BackendScope(GemmBackend backend) : saved_(gemm_backend()) { set_gemm_backend(backend); }
-  ~BackendScope() { set_gemm_backend(saved_); }
-  BackendScope(const BackendScope&) = delete;
-  BackendScope& operator=(const BackendScope&) = delete;
-
- private:
-  GemmBackend saved_;
-};
-
 OpCase make_matmul(int64_t n, DType dtype) {
   const GemmSize g = gemm_size(n);
   OpCase c = gemm_case(g, gemm_tolerance(dtype));

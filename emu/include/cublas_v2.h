@@ -54,6 +54,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                             int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
                             cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < batchCount, X_i = X + i * strideX elements.
+cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                             int64_t m, int64_t n, int64_t k, const void* alpha, const void* A,
+                                             cudaDataType Atype, int64_t lda, long long strideA, const void* B,
+                                             cudaDataType Btype, int64_t ldb, long long strideB, const void* beta,
+                                             void* C, cudaDataType Ctype, int64_t ldc, long long strideC,
+                                             int64_t batchCount, cublasComputeType_t compute, cublasGemmAlgo_t algo);
 cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                            int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                            const float* beta, float* C, int ldc);

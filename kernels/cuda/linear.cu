@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/tiled_gemm.h"
 
 namespace ember::kernels {
 
@@ -173,7 +175,8 @@ __device__ __forceinline__ void store4(T *__restrict__ crow, int64_t col, int64_
 }
 
 // C(M, N) = act(alpha * op(A) op(B) + beta * C + bias), one BM x BN tile per block (blockIdx.x = tile_m * tiles_n
-// + tile_n, so consecutive blocks share a row panel of A in L2). Out-of-range rows/columns of A and B are loaded as
+// + tile_n, so consecutive blocks share a row panel of A in L2); blockIdx.z picks the problem of a strided batch
+// (cuda::bmm; a plain GEMM is a batch of one). Out-of-range rows/columns of A and B are loaded as
 // zeros, so the inner loop needs no bounds checks; only the final stores are checked.
 // Double-buffered: the next slice is fetched from global memory into registers while the current one is multiplied,
 // then written to the other smem buffer, so each slice costs one __syncthreads.
@@ -182,7 +185,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_kernel(in
                                                              const T *__restrict__ A, int64_t lda,
                                                              const T *__restrict__ B, int64_t ldb, T beta,
                                                              T *__restrict__ C, int64_t ldc, const T *__restrict__ bias,
-                                                             bool relu, bool c_vec, int64_t tiles_n) {
+                                                             bool relu, bool c_vec, int64_t tiles_n,
+                                                             int64_t stride_a, int64_t stride_b, int64_t stride_c) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, kPad = Cfg::kPad;
   constexpr int kThreads = Cfg::kThreads, kLoadsA = Cfg::kLoadsA, kLoadsB = Cfg::kLoadsB;
   __shared__ __align__(16) T As[2][BK][BM + kPad];
@@ -191,6 +195,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_kernel(in
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = tid % Cfg::kThreadsN, ty = tid / Cfg::kThreadsN;
   const int64_t m0 = (blockIdx.x / tiles_n) * BM, n0 = (blockIdx.x % tiles_n) * BN;
+  const auto z = static_cast<int64_t>(blockIdx.z);
+  A += z * stride_a;
+  B += z * stride_b;
+  C += z * stride_c;
 
   T ra[kLoadsA][4], rb[kLoadsB][4];
   T acc[TM][TN];
@@ -232,24 +240,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) gemm_kernel(in
     }
 }
 
+// The batch of problems a launch walks with blockIdx.z.
+struct Batch {
+  int64_t count, stride_a, stride_b, stride_c;
+};
+constexpr int64_t kMaxGridZ = 65535;
+
 template <typename T, typename Cfg, bool kTransA, bool kTransB, bool kVec>
 void launch(int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,
-            int64_t ldc, const T *bias, bool relu, bool c_vec, Stream stream) {
+            int64_t ldc, const T *bias, bool relu, bool c_vec, Batch batch, Stream stream) {
   const int64_t tiles_m = (M + Cfg::BM - 1) / Cfg::BM, tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
   EMBER_CHECK(tiles_m <= INT_MAX / tiles_n, ValueError, "cuda::gemm: a ", M, "x", N, " output needs ", tiles_m, "x",
               tiles_n, " tiles, more than one launch can hold");
-  launch_kernel<gemm_kernel<T, Cfg, kTransA, kTransB, kVec>>(static_cast<unsigned>(tiles_m * tiles_n), Cfg::kThreads, 0,
-                                                             stream, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,
-                                                             relu, c_vec, tiles_n);
-  EMBER_LAUNCH_CHECK("gemm_kernel");
+  // gridDim.z stops at 65535: a longer batch takes several launches.
+  for (int64_t first = 0; first < batch.count; first += kMaxGridZ) {
+    const dim3 grid(static_cast<unsigned>(tiles_m * tiles_n), 1,
+                    static_cast<unsigned>(std::min(kMaxGridZ, batch.count - first)));
+    launch_kernel<gemm_kernel<T, Cfg, kTransA, kTransB, kVec>>(
+        grid, Cfg::kThreads, 0, stream, M, N, K, alpha, A + first * batch.stride_a, lda, B + first * batch.stride_b,
+        ldb, beta, C + first * batch.stride_c, ldc, bias, relu, c_vec, tiles_n, batch.stride_a, batch.stride_b,
+        batch.stride_c);
+    EMBER_LAUNCH_CHECK("gemm_kernel");
+  }
 }
 
 // Turns the runtime flags into template parameters: the four layouts and, for float, the 16-byte-load variant.
 template <typename T, typename Cfg>
 void dispatch(bool trans_a, bool trans_b, bool vec, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda,
-              const T *B, int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, bool relu, bool c_vec, Stream stream) {
+              const T *B, int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, bool relu, bool c_vec, Batch batch,
+              Stream stream) {
 #define EMBER_GEMM_LAUNCH(TA, TB, VEC) \
-  launch<T, Cfg, TA, TB, VEC>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, c_vec, stream)
+  launch<T, Cfg, TA, TB, VEC>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, c_vec, batch, stream)
   if constexpr (std::is_same_v<T, float>) {
     if (vec) {
       if (trans_a) {
@@ -273,42 +294,64 @@ inline bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 1
 }  // namespace
 
 template <typename T>
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,
-          int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue, Stream stream) {
-  detail::check_gemm_args("cuda::gemm", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, bias, epilogue);
-  if (M == 0 || N == 0) return;
+void tiled_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha, const T *A,
+                int64_t lda, int64_t stride_a, const T *B, int64_t ldb, int64_t stride_b, T beta, T *C, int64_t ldc,
+                int64_t stride_c, const T *bias, Epilogue epilogue, Stream stream) {
+  if (batch == 0 || M == 0 || N == 0) return;
   // alpha == 0 skips the product (BLAS semantics: A and B are not read), leaving beta * C + bias.
   if (alpha == T(0)) K = 0;
+  if (K == 0) stride_a = stride_b = 0;  // A and B may be null then: no offsets on them
   if (epilogue == Epilogue::None) bias = nullptr;
   const bool relu = epilogue == Epilogue::BiasRelu;
 
-  // float4 loads need every 4th element of each stored row 16-byte aligned: an aligned base and ld % 4 == 0.
+  // float4 loads need every 4th element of each stored row 16-byte aligned: an aligned base and ld % 4 == 0, and in
+  // a batch, strides that keep every matrix's base aligned.
   constexpr bool kIsFloat = std::is_same_v<T, float>;
-  const bool vec = kIsFloat && (K == 0 || (aligned16(A) && aligned16(B) && lda % 4 == 0 && ldb % 4 == 0));
-  const bool c_vec = kIsFloat && aligned16(C) && ldc % 4 == 0;
+  const bool vec = kIsFloat && (K == 0 || (aligned16(A) && aligned16(B) && lda % 4 == 0 && ldb % 4 == 0 &&
+                                           stride_a % 4 == 0 && stride_b % 4 == 0));
+  const bool c_vec = kIsFloat && aligned16(C) && ldc % 4 == 0 && stride_c % 4 == 0;
+  const Batch problems{batch, stride_a, stride_b, stride_c};
 
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   // The biggest tiling that still gives every SM a block: bigger tiles reuse each loaded element more, but a grid
-  // smaller than the GPU leaves SMs idle. (No split-K: small M*N with huge K stays on few blocks.)
-  auto blocks = [&](int64_t bm, int64_t bn) { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn); };
+  // smaller than the GPU leaves SMs idle. (No split-K: small M*N with huge K stays on few blocks.) In a batch, many
+  // small matrices (attention's T x T scores) fill the GPU with any tiling: there a tile larger than the matrix would
+  // mostly compute padding, so a tiling also has to fit inside M x N.
+  auto blocks = [&](int64_t bm, int64_t bn) {
+    if (batch > 1 && (M < bm || N < bn)) return int64_t{0};
+    return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * batch;
+  };
   if constexpr (kIsFloat) {  // 8x8 double micro tiles would need ~256 registers: double stops at Medium
     if (blocks(LargeTiling::BM, LargeTiling::BN) >= sms) {
       dispatch<T, LargeTiling>(trans_a, trans_b, vec, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, c_vec,
-                               stream);
+                               problems, stream);
       return;
     }
   }
   if (blocks(MediumTiling::BM, MediumTiling::BN) >= sms) {
     dispatch<T, MediumTiling>(trans_a, trans_b, vec, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, c_vec,
-                              stream);
+                              problems, stream);
   } else {
     dispatch<T, SmallTiling>(trans_a, trans_b, vec, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, c_vec,
-                             stream);
+                             problems, stream);
   }
 }
 
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,
+          int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, Epilogue epilogue, Stream stream) {
+  detail::check_gemm_args("cuda::gemm", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, bias, epilogue);
+  tiled_gemm<T>(trans_a, trans_b, 1, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, bias, epilogue, stream);
+}
+
+#define EMBER_INSTANTIATE_TILED_GEMM(T)                                                                               \
+  template void tiled_gemm<T>(bool, bool, int64_t, int64_t, int64_t, int64_t, T, const T *, int64_t, int64_t,        \
+                              const T *, int64_t, int64_t, T, T *, int64_t, int64_t, const T *, Epilogue, Stream);
+EMBER_INSTANTIATE_TILED_GEMM(float)
+EMBER_INSTANTIATE_TILED_GEMM(double)
+#undef EMBER_INSTANTIATE_TILED_GEMM
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
                           float, float *, int64_t, const float *, Epilogue, Stream);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double *, int64_t, const double *,
@@ -318,16 +361,6 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const 
 }  // namespace ember::kernels
 
 // ---- cuBLAS backend ---------------------------------------------------------------------------------------
-
-// Every cuBLAS call goes through this: a failed status becomes a CudaError naming the call and the status.
-#define CUBLAS_CHECK(expr)                                                                                        \
-  do {                                                                                                            \
-    cublasStatus_t ember_cublas_status_ = (expr);                                                                 \
-    if (ember_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                            \
-      throw ::ember::CudaError(::ember::detail::concat("cuBLAS error at ", __FILE__, ":", __LINE__, ": ", #expr,   \
-                                                       " returned ", cublasGetStatusName(ember_cublas_status_), " (", \
-                                                       cublasGetStatusString(ember_cublas_status_), ")"));        \
-  } while (0)
 
 namespace ember::kernels {
 
@@ -394,6 +427,15 @@ DeviceHandle &handle_for(int device) {
 
 }  // namespace
 
+CublasLease::CublasLease(Stream stream) {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  DeviceHandle &h = handle_for(device);
+  lock_ = std::unique_lock<std::mutex>(h.mutex);
+  CUBLAS_CHECK(cublasSetStream(h.handle, stream));
+  handle_ = h.handle;
+}
+
 void release_cublas_handles() {
   std::lock_guard<std::mutex> lock(table_mutex);
   for (auto &slot : handle_table()) {
@@ -424,17 +466,13 @@ void gemm_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
     return;
   }
 
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  DeviceHandle &h = handle_for(device);
   {
-    std::lock_guard<std::mutex> lock(h.mutex);
-    CUBLAS_CHECK(cublasSetStream(h.handle, stream));
+    CublasLease cublas(stream);
     // cuBLAS is column-major; a row-major (M, N) C is a column-major (N, M) C^T, and C^T = op(B)^T op(A)^T.
     // A row-major stored B read column-major is already B^T, so B goes first with its own flag, then A.
-    CUBLAS_CHECK(cublasGemmEx_64(h.handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N,
-                                 M, K, &alpha, B, kType, ldb, A, kType, lda, &beta, C, kType, ldc, kCompute,
-                                 CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx_64(cublas.handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, kType, ldb, A, kType, lda,
+                                 &beta, C, kType, ldc, kCompute, CUBLAS_GEMM_DEFAULT));
   }
   if (bias != nullptr) launch_epilogue(M, N, C, ldc, /*scale_c=*/false, beta, bias, relu, stream);
 }
