@@ -20,7 +20,7 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"elementwise", "copy",  "random", "linear", "reduce",   "softmax_xent",
                                             "optim",       "guard", "conv",   "pool",   "batchnorm",
-                                            "layernorm",   "gelu",   "bmm"};
+                                            "layernorm",   "gelu",   "bmm",    "tokens"};
 
 // On a GPU the largest fills about a thousand blocks of 256 threads, yet keeps the GPU check's compute-sanitizer
 // runs of every CUDA test short.
@@ -79,3 +79,4 @@ TEST_CASE("Op registry on CUDA: batchnorm rows equal the CPU twin", "[cuda]") { 
 TEST_CASE("Op registry on CUDA: layernorm rows equal the CPU twin", "[cuda]") { check_family("layernorm"); }
 TEST_CASE("Op registry on CUDA: gelu rows equal the CPU twin", "[cuda]") { check_family("gelu"); }
 TEST_CASE("Op registry on CUDA: bmm rows equal the CPU twin", "[cuda]") { check_family("bmm"); }
+TEST_CASE("Op registry on CUDA: tokens rows equal the CPU twin", "[cuda]") { check_family("tokens"); }
