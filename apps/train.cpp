@@ -88,7 +88,7 @@ void add_train_command(CLI::App& app) {
   auto profile = std::make_shared<bool>(false);
   cfg->out_dir = "runs/fashion-mnist";
 
-  sub->add_option("--model", cfg->model, "mlp (784-256-128-10), cnn (torch_cnn.py's: conv 32, conv 64, 128) or vit "
+  auto* model = sub->add_option("--model", cfg->model, "mlp (784-256-128-10), cnn (torch_cnn.py's: conv 32, conv 64, 128) or vit "
                                           "(torch_vit.py's: 7x7 patches, 4 pre-norm layers of width 64, 4 heads)")
                     ->check(CLI::IsMember({"mlp", "cnn", "vit"}));
   sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
@@ -130,6 +130,7 @@ void add_train_command(CLI::App& app) {
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;
     apply_model_recipe(c, {epochs, optimizer, lr, weight_decay, hidden, dropout});
+    c.model_given = model->count() > 0;
     dist::Communicator& comm = dist::world();
     c.device = rank_device(*device, comm);
     c.shuffle = !*no_shuffle;

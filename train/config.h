@@ -53,6 +53,7 @@ struct TrainConfig {
   bool progress_bar = false;       // \r progress on a terminal; plain lines otherwise
   bool skip_nonfinite = false;     // skip updates whose loss or gradients hold NaN/Inf instead of stopping
   int64_t bucket_kb = 256;         // data-parallel: gradients are summed in buckets of about this size
+  bool model_given = false;        // --model was on the command line: an --init file of another kind is an error
 
   // What a run does with a field: Recipe is saved and a resume keeps the saved value; Invocation comes from the
   // command line every time and is saved for the record (metrics.json) too; Transient is never saved.
@@ -97,6 +98,7 @@ void TrainConfig::fields(F&& f, Config&... c) {
   f("resume_dir", K::Transient, c.resume_dir...), f("out_dir", K::Transient, c.out_dir...);
   f("metrics_json", K::Transient, c.metrics_json...), f("quiet", K::Transient, c.quiet...);
   f("progress_bar", K::Transient, c.progress_bar...), f("bucket_kb", K::Transient, c.bucket_kb...);
+  f("model_given", K::Transient, c.model_given...);
 }
 
 }  // namespace ember::train

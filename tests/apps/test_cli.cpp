@@ -19,16 +19,9 @@ namespace fs = std::filesystem;
 using ember::test::fresh_dir;
 using ember::test::have_dataset;
 using ember::test::run_ember;
+using ember::test::slurp;
 using Run = ember::test::EmberRun;
 
-namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
 
 TEST_CASE("ember train on 2000 samples writes checkpoints and metrics that eval and predict read", "[apps]") {
   if (!have_dataset()) {
