@@ -20,7 +20,7 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"elementwise", "copy",  "random", "linear", "reduce",   "softmax_xent",
                                             "optim",       "guard", "conv",   "pool",   "batchnorm",
-                                            "layernorm",   "gelu",   "bmm",    "tokens"};
+                                            "layernorm",   "gelu",  "bmm",    "embedding", "heads", "tokens"};
 
 // On a GPU the largest fills about a thousand blocks of 256 threads, yet keeps the GPU check's compute-sanitizer
 // runs of every CUDA test short.
@@ -80,3 +80,5 @@ TEST_CASE("Op registry on CUDA: layernorm rows equal the CPU twin", "[cuda]") { 
 TEST_CASE("Op registry on CUDA: gelu rows equal the CPU twin", "[cuda]") { check_family("gelu"); }
 TEST_CASE("Op registry on CUDA: bmm rows equal the CPU twin", "[cuda]") { check_family("bmm"); }
 TEST_CASE("Op registry on CUDA: tokens rows equal the CPU twin", "[cuda]") { check_family("tokens"); }
+TEST_CASE("Op registry on CUDA: embedding rows equal the CPU twin", "[cuda]") { check_family("embedding"); }
+TEST_CASE("Op registry on CUDA: heads rows equal the CPU twin", "[cuda]") { check_family("heads"); }
