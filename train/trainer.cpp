@@ -110,7 +110,7 @@ void Trainer::load_model() {
     models::Network loaded = models::load_model(weights, cfg_.device, cfg_.dropout, generator_);
     if (start_.resume) generator_.set_state(cfg_.seed, start_.resume->rng_offset);  // dropout goes on where it stopped
     check_model_fits(loaded.arch, train_set_, weights);
-    EMBER_CHECK(start_.resume || !cfg_.model_given || loaded.arch.kind == cfg_.model, ValueError, "--init ", weights,
+    EMBER_CHECK(start_.resume || !cfg_.model_given || loaded.arch.kind == cfg_.model, FormatError, "--init ", weights,
                 " holds a ", loaded.arch.family(), " (", loaded.arch.str(), ") but --model is ", cfg_.model,
                 "; pass --model ", loaded.arch.kind, " or the checkpoint of a ", cfg_.model);
     model_ = loaded.model;
