@@ -162,7 +162,7 @@ TEMPLATE_TEST_CASE("CUDA split_heads and merge_heads equal the CPU twin on padde
   }
 }
 
-TEST_CASE("split_heads on cuda:0 reads a sliced view in place; merge_heads inverts it", "[cuda][heads]") {
+TEST_CASE("split_heads on cuda:0 reads a sliced view in place, and merge_heads inverts it", "[cuda][heads]") {
   using namespace ember;
   const Tensor qkv = Tensor::randn({2, 5, 3 * 24}, 63);
   const Tensor view = qkv.slice(2, 24, 72);  // k|v of a packed projection

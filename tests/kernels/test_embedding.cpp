@@ -122,7 +122,7 @@ TEST_CASE("embedding refuses an id out of range before reading or writing anythi
   CHECK(ops::sum(grad).item<float>() == 0.0f);
 }
 
-TEST_CASE("embedding checks device, then dtype, then shape, and meta tensors infer (*ids.shape, E)", "[core][embedding]") {
+TEST_CASE("embedding checks device, then dtype, then shape, and infers the ids shape plus E on meta", "[core][embedding]") {
   const Tensor weight = Tensor::ones({7, 3}), ids = Tensor::zeros({2, 5}, DType::I64);
   // ids wrong in device and dtype: the device is named; weight wrong in dtype and rank: the dtype.
   CHECK_THROWS_AS(ops::embedding(weight, Tensor::empty({2}, DType::F32, Device::meta())), DeviceMismatchError);
