@@ -147,6 +147,7 @@ Report run_benchmarks(const BenchConfig& config, std::FILE* log) {
     else if (s == "ops") run_ops(ctx);
     else if (s == "step") run_step(ctx);
     else if (s == "conv") run_conv(ctx);
+    else if (s == "attention") run_attention(ctx);
     else if (s == "crossover") report.crossovers = compute_crossovers(report.rows, report.device);
   }
   if (log != nullptr) {

@@ -7,8 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/suites.h"
-#include "core/ops.h"
+#include "bench/layer_case.h"
 #include "core/ops.h"
 #include "nn/nn.h"
 #include "models/architecture.h"
@@ -18,19 +17,8 @@ namespace ember::bench {
 
 namespace {
 
-// One layer op at one batch size: its inputs, how to run it as a Tensor op, its counted work.
-struct LayerCase {
-  std::string table, name, label;
-  int64_t batch = 0;
-  double flops = 0, bytes = 0;
-  std::vector<Tensor> inputs;                                          // on the host
-  std::function<Tensor(const std::vector<Tensor>&)> run;               // on the inputs' device
-};
-
 const char* kConvTable = "conv2d of the default CNN, FP32 (FLOPs = 2 N OC C KH KW OH OW)";
 const char* kNormTable = "BatchNorm2d + ReLU and MaxPool2d at the CNN's shapes (bytes read + written)";
-
-Tensor uniform(const Shape& s, uint64_t seed) { return Tensor::rand(s, seed, DType::F32, Device::cpu(), -1, 1); }
 
 // conv1 (1 -> 32 on 28x28) and conv2 (32 -> 64 on 14x14), 3x3 padding 1, each three ways.
 void add_conv_cases(std::vector<LayerCase>& cases, int64_t B) {
@@ -46,11 +34,11 @@ void add_conv_cases(std::vector<LayerCase>& cases, int64_t B) {
     const Tensor dy = uniform({B, l.OC, l.H, l.H}, 4);
     const ops::Conv2dParams p{1, 1, 1, 1};
     const std::string n = l.name;
-    cases.push_back({kConvTable, n + "_forward", n + " forward" + shape, B, flops, 0, {x, w, b},
+    cases.push_back({"conv", kConvTable, n + "_forward", n + " forward" + shape, B, flops, 0, {x, w, b},
                      [p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t[2], p); }});
-    cases.push_back({kConvTable, n + "_input_grad", n + " input grad" + shape, B, flops, 0, {dy, w, x},
+    cases.push_back({"conv", kConvTable, n + "_input_grad", n + " input grad" + shape, B, flops, 0, {dy, w, x},
                      [p](const std::vector<Tensor>& t) { return ops::conv2d_backward_input(t[0], t[1], t[2].shape(), p); }});
-    cases.push_back({kConvTable, n + "_weight_grad", n + " weight grad" + shape, B, flops, 0, {x, dy, w, b},
+    cases.push_back({"conv", kConvTable, n + "_weight_grad", n + " weight grad" + shape, B, flops, 0, {x, dy, w, b},
                      [p](const std::vector<Tensor>& t) {
                        Tensor dw = Tensor::zeros(t[2].shape(), DType::F32, t[0].device());
                        Tensor db = Tensor::zeros(t[3].shape(), DType::F32, t[0].device());
@@ -67,7 +55,7 @@ void add_norm_pool_cases(std::vector<LayerCase>& cases, int64_t B) {
     const std::string shape = " (" + std::to_string(B) + "," + std::to_string(C) + "," + std::to_string(H) + "," +
                               std::to_string(H) + ")";
     const Tensor x = uniform(s, 5), dy = uniform(s, 6), w = uniform({C}, 7), b = uniform({C}, 8);
-    cases.push_back({kNormTable, "bn_relu_forward", "BN+ReLU forward" + shape, B, 0, 3 * n * f, {x, w, b},
+    cases.push_back({"conv", kNormTable, "bn_relu_forward", "BN+ReLU forward" + shape, B, 0, 3 * n * f, {x, w, b},
                      [](const std::vector<Tensor>& t) {
                        ops::BatchNormState state{Tensor::zeros({t[1].numel()}, DType::F32, t[0].device()),
                                                  Tensor::ones({t[1].numel()}, DType::F32, t[0].device()), Tensor()};
@@ -76,50 +64,16 @@ void add_norm_pool_cases(std::vector<LayerCase>& cases, int64_t B) {
     // Backward alone: the forward's saved statistics and output are inputs, made once here.
     ops::BatchNormState no_running;
     const ops::BatchNormResult saved = ops::batch_norm(x, w, b, no_running, true, 0.1, 1e-5, true);
-    cases.push_back({kNormTable, "bn_relu_backward", "BN+ReLU backward" + shape, B, 0, 7 * n * f,
+    cases.push_back({"conv", kNormTable, "bn_relu_backward", "BN+ReLU backward" + shape, B, 0, 7 * n * f,
                      {x, dy, w, saved.mean, saved.invstd, saved.output},
                      [](const std::vector<Tensor>& t) {
                        Tensor gw = Tensor::zeros(t[2].shape(), DType::F32, t[0].device()), gb = gw.clone();
                        return ops::batch_norm_backward(t[1], t[0], t[2], {t[5], t[3], t[4]}, t[5], true, gw, gb);
                      }});
     const ops::Pool2dParams pool{2, 2, 2, 2, 0, 0};
-    cases.push_back({kNormTable, "maxpool_forward", "MaxPool2d forward" + shape, B, 0, 1.5 * n * f, {x},
+    cases.push_back({"conv", kNormTable, "maxpool_forward", "MaxPool2d forward" + shape, B, 0, 1.5 * n * f, {x},
                      [pool](const std::vector<Tensor>& t) { return ops::max_pool2d(t[0], pool).output; }});
   }
-}
-
-Row layer_row(const LayerCase& c, const std::string& device) {
-  Row r;
-  r.suite = "conv";
-  r.table = c.table;
-  r.name = c.name;
-  r.label = c.label;
-  r.params = {{"batch", c.batch}};
-  r.size = double(c.batch);
-  r.column = device;
-  r.device = device;
-  r.timer = device == "cpu" ? "steady_clock" : "cuda_events";
-  r.flops = c.flops;
-  r.bytes = c.bytes;
-  return r;
-}
-
-void measure_layer(BenchContext& ctx, const LayerCase& c) {
-  ctx.progress("conv: " + c.label);
-  const Tensor host_out = c.run(c.inputs);
-  ctx.add(measured(layer_row(c, "cpu"), sample_host([&] { c.run(c.inputs); }, ctx.timing)));
-  Row cuda_row = layer_row(c, "cuda");
-  if (!ctx.cuda()) {
-    ctx.add(unmeasured(cuda_row, kNoCudaDevice));
-    return;
-  }
-  std::vector<Tensor> on_gpu;
-  for (const Tensor& t : c.inputs) on_gpu.push_back(t.to(Device::cuda(0)));
-  const std::vector<float> got = c.run(on_gpu).to_vector<float>();
-  const double tolerance = 1e-3 * std::max(1.0, max_abs(host_out.data<float>(), host_out.numel()));
-  const double diff = max_abs_diff(got.data(), host_out.data<float>(), host_out.numel());
-  if (!(diff <= tolerance)) return ctx.fail(cuda_row, mismatch(c.label + ": CUDA differs from the host", diff, tolerance));
-  ctx.add(measured(cuda_row, sample_device([&] { c.run(on_gpu); }, *ctx.stream, ctx.timing, ctx.flusher.get())));
 }
 
 // One SGD step of the default CNN; the loss read back (a synchronisation) only after timing.

@@ -1,4 +1,4 @@
-// The benchmark suites behind `ember bench` (transfers, gemm, ops, step, conv, crossover) and the report
+// The benchmark suites behind `ember bench` (transfers, gemm, ops, step, conv, attention, crossover) and the report
 // they fill: rows of figures plus what was measured where, when and how.
 #pragma once
 
@@ -13,7 +13,8 @@
 namespace ember::bench {
 
 inline const std::vector<std::string>& suite_names() {
-  static const std::vector<std::string> names = {"transfers", "gemm", "ops", "step", "conv", "crossover"};
+  static const std::vector<std::string> names = {"transfers", "gemm", "ops", "step", "conv", "attention",
+                                                     "crossover"};
   return names;
 }
 
@@ -107,5 +108,6 @@ void run_gemm(BenchContext& ctx);
 void run_ops(BenchContext& ctx);
 void run_step(BenchContext& ctx);
 void run_conv(BenchContext& ctx);
+void run_attention(BenchContext& ctx);
 
 }  // namespace ember::bench
