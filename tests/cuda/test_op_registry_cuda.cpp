@@ -20,7 +20,7 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"elementwise", "copy",  "random", "linear", "reduce",   "softmax_xent",
                                             "optim",       "guard", "conv",   "pool",   "batchnorm",
-                                            "layernorm",   "gelu"};
+                                            "layernorm",   "gelu",   "attention"};
 
 // On a GPU the largest fills about a thousand blocks of 256 threads, yet keeps the GPU check's compute-sanitizer
 // runs of every CUDA test short.
@@ -78,3 +78,4 @@ TEST_CASE("Op registry on CUDA: pool rows equal the CPU twin", "[cuda]") { check
 TEST_CASE("Op registry on CUDA: batchnorm rows equal the CPU twin", "[cuda]") { check_family("batchnorm"); }
 TEST_CASE("Op registry on CUDA: layernorm rows equal the CPU twin", "[cuda]") { check_family("layernorm"); }
 TEST_CASE("Op registry on CUDA: gelu rows equal the CPU twin", "[cuda]") { check_family("gelu"); }
+TEST_CASE("Op registry on CUDA: attention rows equal the CPU twin", "[cuda]") { check_family("attention"); }
