@@ -23,9 +23,11 @@ struct AttentionResult {
   Tensor logsumexp;  // (B, H, Tq): log sum_j exp(scale * s_ij) over the unmasked keys; -inf for a row with none
 };
 
-// q (B, H, Tq, D), k and v (B, H, Tk, D), contiguous, one floating dtype and device; key_padding_mask
-// undefined or uint8 (B, Tk) with nonzero = ignore that key (PyTorch's True). A query row whose keys are all
-// masked gets zeros (never NaN) and passes no gradient.
+// q (B, H, Tq, D), k and v (B, H, Tk, D), one floating dtype and device (a non-contiguous argument is copied
+// contiguous first); key_padding_mask undefined or uint8 (B, Tk) with nonzero = ignore that key (PyTorch's True).
+// D >= 1, and on cuda D <= 128 (kernels::cuda::kAttentionMaxHeadDim). A query row whose keys are all masked gets
+// zeros (never NaN) and passes no gradient. Errors: DeviceMismatchError, DTypeError, ShapeError (layout, D or B/H
+// mismatch, causal with Tq != Tk, mask shape), ValueError (dropout_p outside [0, 1), a non-finite scale).
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
                           const AttentionOptions& options = {});
 

@@ -20,7 +20,8 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"elementwise", "copy",  "random", "linear", "reduce",   "softmax_xent",
                                             "optim",       "guard", "conv",   "pool",   "batchnorm",
-                                            "layernorm",   "gelu",  "bmm",    "embedding", "heads", "tokens"};
+                                            "layernorm",   "gelu",  "bmm",    "embedding", "heads", "attention",
+                                            "tokens"};
 
 // On a GPU the largest fills about a thousand blocks of 256 threads, yet keeps the GPU check's compute-sanitizer
 // runs of every CUDA test short.
@@ -82,3 +83,4 @@ TEST_CASE("Op registry on CUDA: bmm rows equal the CPU twin", "[cuda]") { check_
 TEST_CASE("Op registry on CUDA: tokens rows equal the CPU twin", "[cuda]") { check_family("tokens"); }
 TEST_CASE("Op registry on CUDA: embedding rows equal the CPU twin", "[cuda]") { check_family("embedding"); }
 TEST_CASE("Op registry on CUDA: heads rows equal the CPU twin", "[cuda]") { check_family("heads"); }
+TEST_CASE("Op registry on CUDA: attention rows equal the CPU twin", "[cuda]") { check_family("attention"); }
