@@ -1,8 +1,8 @@
 // Host GELU forward and backward: one pass each, cut into kElementwiseGrain chunks of the host pool (every
 // element is computed alone, so the cut changes no result). The form is chosen once per call, outside the loop.
 // float runs 4 elements at a time on vecmath's exp and erf (kernels/cpu/vecmath.h: a few ulp from libm, the
-// CUDA twin's erff/expf/tanhf agree within the registry's 1e-6), tanh as 1 - 2 / (exp(2u) + 1), which saturates
-// to +-1 for large |u|; the tail runs the same functions' scalar forms. double keeps gelu_math's libm calls.
+// CUDA twin's erff/expf/tanhf agree within the registry's 1e-6), 1 -+ tanh from exp(2u) (saturating for large
+// |u|); the tail runs the same functions' scalar forms. double keeps gelu_math's libm calls.
 #include "kernels/gelu.h"
 
 #include "kernels/cpu/parallel.h"
@@ -14,23 +14,31 @@ namespace {
 
 namespace vm = vecmath;
 
-// gelu_math's formulas for F = float or f32x4 on vecmath's functions.
-template <typename F> F tanh_of(F u) { return 1.0f - 2.0f / (vm::exp(u + u) + 1.0f); }
+// gelu_math's formulas for F = float or f32x4 on vecmath's functions. With e = exp(2u): 1 - tanh(u) = 2 / (e + 1)
+// and 1 + tanh(u) = 2 e / (e + 1), each without cancellation (2 - 2 / (e + 1) where e > 1, so e = inf gives 2).
+template <typename F> struct OneMinusPlus {
+  F minus, plus;  // 1 - tanh(u), 1 + tanh(u)
+};
+template <typename F> OneMinusPlus<F> one_minus_plus_tanh(F u) {
+  const F e = vm::exp(u + u);
+  const F r = 1.0f / (e + 1.0f);
+  return {r + r, e > 1.0f ? 2.0f - (r + r) : (e + e) * r};
+}
 
 template <typename F> F tanh_arg(F x) {
   return float(gelu_math::kSqrt2OverPi) * (x + float(gelu_math::kCubic) * x * x * x);
 }
 
 template <GeluApproximate kForm, typename F> F forward_fast(F x) {
-  if constexpr (kForm == GeluApproximate::Tanh) return 0.5f * x * (1.0f + tanh_of(tanh_arg(x)));
+  if constexpr (kForm == GeluApproximate::Tanh) return 0.5f * x * one_minus_plus_tanh(tanh_arg(x)).plus;
   else return 0.5f * x * (1.0f + vm::erf(x * float(gelu_math::kInvSqrt2)));
 }
 
 template <GeluApproximate kForm, typename F> F derivative_fast(F x) {
   if constexpr (kForm == GeluApproximate::Tanh) {
-    const F t = tanh_of(tanh_arg(x));
+    const OneMinusPlus<F> t = one_minus_plus_tanh(tanh_arg(x));
     const F du = float(gelu_math::kSqrt2OverPi) * (1.0f + float(3 * gelu_math::kCubic) * x * x);
-    return 0.5f * (1.0f + t) + 0.5f * x * ((1.0f - t) * (1.0f + t)) * du;
+    return 0.5f * t.plus + 0.5f * x * (t.minus * t.plus) * du;
   } else {
     const F cdf = 0.5f * (1.0f + vm::erf(x * float(gelu_math::kInvSqrt2)));
     const F pdf = float(gelu_math::kInvSqrt2Pi) * vm::exp(-0.5f * x * x);
