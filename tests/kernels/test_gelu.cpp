@@ -3,6 +3,7 @@
 // saturated: what breaks a 1 / cosh^2 or a fast-math build), and the op's argument rules.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -119,4 +120,29 @@ TEST_CASE("gelu refuses an unknown approximate and checks device, dtype, shape",
   CHECK_THROWS_AS(ops::gelu_backward(x, Tensor::ones({4}, DType::F64)), DTypeError);
   CHECK_THROWS_AS(ops::gelu_backward(x, Tensor::ones({3, 2})), ShapeError);
   CHECK(ops::gelu(Tensor::empty({2, 3}, DType::F32, Device::meta()), "tanh").shape() == Shape{2, 3});
+}
+
+// The CUDA twin evaluates gelu_math's formulas with libm-like erff/expf/tanhf; the host's float path (vecmath's
+// polynomial exp and erf, tanh through exp) must stay within the registry's gelu tolerance of them: 1e-6 relative
+// to max(1, |cpu|), over a dense sweep of [-20, 20] (4 lanes and scalar tails alike) and the extremes.
+TEST_CASE("cpu gelu in float stays within 1e-6 of gelu_math's libm formulas in both forms", "[kernels][gelu]") {
+  std::vector<float> x;
+  for (int i = 0; i <= 400001; ++i) x.push_back(-20.0f + 40.0f * static_cast<float>(i) / 400001.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e4f, -1e4f, 1e30f, -1e30f}) x.push_back(v);
+  const auto n = static_cast<int64_t>(x.size());
+  const std::vector<float> ones(x.size(), 1.0f);
+  for (GeluApproximate form : {GeluApproximate::None, GeluApproximate::Tanh}) {
+    INFO("approximate " << name(form));
+    auto y = test::nans<float>(n), dx = test::nans<float>(n);
+    kernels::cpu::gelu<float>(x.data(), y.data(), n, form);
+    kernels::cpu::gelu_backward<float>(ones.data(), x.data(), dx.data(), n, form);
+    double worst_y = 0, worst_dx = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want_y = kernels::gelu_math::forward(x[i], form), want_dx = kernels::gelu_math::derivative(x[i], form);
+      worst_y = std::max(worst_y, std::fabs(y[i] - want_y) / std::max(1.0, std::fabs(double(y[i]))));
+      worst_dx = std::max(worst_dx, std::fabs(dx[i] - want_dx) / std::max(1.0, std::fabs(double(dx[i]))));
+    }
+    CHECK(worst_y <= 1e-6);
+    CHECK(worst_dx <= 1e-6);
+  }
 }
