@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <map>
-#include <regex>
 
 #include "formats/safetensors.h"
 
@@ -130,8 +129,11 @@ Architecture infer_vit(const std::string& path, const formats::SafetensorsFile& 
               shape_str(patch_w.shape()), ", ", depth, " encoder layers)");
   int64_t heads = 4;
   auto meta = file.metadata.find("ember_architecture");
-  std::smatch m;
-  if (meta != file.metadata.end() && std::regex_search(meta->second, m, std::regex("-h([0-9]+)-"))) heads = std::stoll(m[1]);
+  const size_t at = meta == file.metadata.end() ? std::string::npos : meta->second.find("-h");
+  if (at != std::string::npos) {
+    const char* first = meta->second.data() + at + 2;
+    std::from_chars(first, meta->second.data() + meta->second.size(), heads);
+  }
   Architecture a = Architecture::vit(patch, patch_w.size(0), depth, heads,
                                      vit_tensor(path, t, "encoder.layers.0.linear1.weight", 2).size(0));
   a.classes = vit_tensor(path, t, "head.weight", 2).size(0);
