@@ -1,4 +1,5 @@
-// `ember eval` (accuracy, loss, per-class accuracy, confusion matrix) and `ember predict` (one image).
+// `ember eval` (accuracy, loss, per-class accuracy, confusion matrix) and `ember predict` (one image); a BERT's
+// checkpoint goes to apps/text.h.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -6,9 +7,11 @@
 #include <sstream>
 
 #include "apps/commands.h"
+#include "apps/text.h"
 #include "core/ops.h"
 #include "models/io.h"
 #include "data/loader.h"
+#include "data/text.h"
 #include "formats/pgm.h"
 #include "train/evaluate.h"
 
@@ -16,9 +19,22 @@ namespace ember::apps {
 
 namespace {
 
-void run_eval(const std::string& checkpoint, const std::string& data, const std::string& device_text, bool as_json) {
+// The options a BERT's eval and predict take.
+struct TextOptions {
+  std::string text;
+  bool text_given = false;
+  int64_t batches = 100, batch_size = 64, top = 5;
+  std::string mask_char;
+};
+
+void run_eval(const std::string& checkpoint, const std::string& data, const std::string& device_text, bool as_json,
+              const TextOptions& text) {
   Device device = resolve_device(device_text);
   models::Network loaded = models::load_model(checkpoint, device);
+  if (loaded.arch.is_bert())
+    return run_text_eval(loaded, checkpoint, text.text, text.batches, text.batch_size, as_json);
+  EMBER_CHECK(!text.text_given, ValueError, "--text is for BERT checkpoints, but ", checkpoint, " holds a ",
+              loaded.arch.family(), " (", loaded.arch.str(), ") of Fashion-MNIST images; leave --text out");
   data::Dataset test = data::load_fashion_mnist(data, data::Split::Test);
   train::check_model_fits(loaded.arch, test, checkpoint);
   train::EvalResult r = train::evaluate(*loaded.model, loaded.arch, test, 1000, true);
@@ -46,10 +62,18 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
 }
 
 void run_predict(const std::string& checkpoint, const std::string& data, const std::string& device_text, int64_t index,
-                 const std::string& pgm) {
-  EMBER_CHECK((index >= 0) != !pgm.empty(), ValueError, "give exactly one of --index N (a test-set image) or --pgm FILE");
+                 const std::string& pgm, const TextOptions& text) {
   Device device = resolve_device(device_text);
   models::Network loaded = models::load_model(checkpoint, device);
+  if (loaded.arch.is_bert()) {
+    EMBER_CHECK(text.text_given && index < 0 && pgm.empty(), ValueError, checkpoint,
+                " holds a BERT: give --text \"...\" with [MASK] where the bytes to predict are (not --index or --pgm)");
+    EMBER_CHECK(text.mask_char.size() <= 1, ValueError, "--mask-char takes one character, got '", text.mask_char, "'");
+    return run_text_predict(loaded, checkpoint, text.text, text.mask_char.empty() ? -1 : text.mask_char[0], text.top);
+  }
+  EMBER_CHECK(!text.text_given, ValueError, "--text is for BERT checkpoints, but ", checkpoint, " holds a ",
+              loaded.arch.family(), " of images; give --index N or --pgm FILE");
+  EMBER_CHECK((index >= 0) != !pgm.empty(), ValueError, "give exactly one of --index N (a test-set image) or --pgm FILE");
   EMBER_CHECK(shape_numel(loaded.arch.sample_shape()) == 784, FormatError, checkpoint, ": the model takes ",
               loaded.arch.str(), " inputs; a 28x28 image has 784");
   Tensor image;
@@ -83,7 +107,7 @@ void run_predict(const std::string& checkpoint, const std::string& data, const s
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set");
+  auto* sub = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set, or a BERT's on held-out text");
   sub->option_defaults()->always_capture_default();
   auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(data::default_fashion_mnist_dir());
   auto device = std::make_shared<std::string>("auto");
@@ -91,12 +115,22 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--checkpoint", *checkpoint, "model.safetensors (ember's or PyTorch's)")->required();
   sub->add_option("--data", *data, "Directory with the Fashion-MNIST IDX files");
   sub->add_option("--device", *device, "auto, cpu, cuda or cuda:N");
-  sub->add_flag("--json", *json, "Print {accuracy, loss, per_class, confusion} as JSON");
-  register_action(sub, [=] { run_eval(*checkpoint, *data, *device, *json); });
+  sub->add_flag("--json", *json, "Print {accuracy, loss, per_class, confusion} (BERT: {masked_accuracy, masked_loss, masked_tokens}) as JSON");
+  auto text = std::make_shared<TextOptions>();
+  text->text = data::default_text_path();
+  auto* text_flag = sub->add_option("--text", text->text, "BERT: the corpus whose held-out last 5% is evaluated (a file or folder)");
+  sub->add_option("--eval-batches", text->batches, "BERT: fixed held-out batches (seed 1234, as `ember train`'s)")->check(CLI::Range(1, 100000));
+  sub->add_option("--batch-size", text->batch_size, "BERT: windows per batch")->check(CLI::Range(1, 1 << 20));
+  register_action(sub, [=] {
+    TextOptions t = *text;
+    t.text_given = text_flag->count() > 0;
+    run_eval(*checkpoint, *data, *device, *json, t);
+  });
 }
 
 void add_predict_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("predict", "Classify one image: a test-set index or a 28x28 PGM file");
+  auto* sub = app.add_subcommand("predict", "Classify one image (a test-set index or a 28x28 PGM file), or fill a text's "
+                                            "[MASK]s with a BERT");
   sub->option_defaults()->always_capture_default();
   auto checkpoint = std::make_shared<std::string>(), data = std::make_shared<std::string>(data::default_fashion_mnist_dir());
   auto device = std::make_shared<std::string>("auto"), pgm = std::make_shared<std::string>();
@@ -106,7 +140,15 @@ void add_predict_command(CLI::App& app) {
   sub->add_option("--pgm", *pgm, "A binary PGM (P5) image of 28x28 pixels");
   sub->add_option("--data", *data, "Directory with the Fashion-MNIST IDX files");
   sub->add_option("--device", *device, "auto, cpu, cuda or cuda:N");
-  register_action(sub, [=] { run_predict(*checkpoint, *data, *device, *index, *pgm); });
+  auto text = std::make_shared<TextOptions>();
+  auto* text_flag = sub->add_option("--text", text->text, "BERT: text with [MASK] for each byte to predict, at most a window long");
+  sub->add_option("--mask-char", text->mask_char, "BERT: this character marks a byte to predict too (e.g. _)");
+  sub->add_option("--top", text->top, "BERT: candidates shown per masked byte")->check(CLI::Range(1, 256));
+  register_action(sub, [=] {
+    TextOptions t = *text;
+    t.text_given = text_flag->count() > 0;
+    run_predict(*checkpoint, *data, *device, *index, *pgm, t);
+  });
 }
 
 }  // namespace ember::apps

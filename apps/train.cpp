@@ -1,4 +1,5 @@
-// `ember train`: Fashion-MNIST training with every knob of train::TrainConfig on the command line.
+// `ember train`: Fashion-MNIST (or, for --model bert, text) training with every knob of train::TrainConfig on the
+// command line.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +19,8 @@ namespace {
 
 // The flags whose defaults depend on --model.
 struct RecipeFlags {
-  const CLI::Option *epochs, *optimizer, *lr, *weight_decay, *hidden, *dropout;
+  const CLI::Option *epochs, *optimizer, *lr, *weight_decay, *hidden, *dropout, *batch_size, *schedule, *dim,
+      *feedforward, *decay;
 };
 
 // The model's own recipe (train::TrainConfig::defaults_for) for each of those flags not given on the command line.
@@ -30,6 +32,11 @@ void apply_model_recipe(train::TrainConfig& c, const RecipeFlags& flags) {
   if (flags.lr->count() == 0) c.lr = recipe.lr;
   if (flags.weight_decay->count() == 0) c.weight_decay = recipe.weight_decay;
   if (flags.hidden->count() == 0) c.hidden = recipe.hidden;
+  if (flags.batch_size->count() == 0) c.batch_size = recipe.batch_size;
+  if (flags.schedule->count() == 0) c.schedule = recipe.schedule;
+  if (flags.dim->count() == 0) c.dim = recipe.dim;
+  if (flags.feedforward->count() == 0) c.feedforward = recipe.feedforward;
+  if (flags.decay->count() == 0) c.decay = recipe.decay;
 }
 
 // Under mpirun: cuda:local_rank for auto or cuda (one GPU a rank on each machine), and the cores shared
@@ -78,7 +85,8 @@ void print_region_profile(std::FILE* out, const RegionProfile& p) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "Train an MLP, a CNN or a Vision Transformer on Fashion-MNIST");
+  auto* sub = app.add_subcommand("train", "Train an MLP, a CNN or a Vision Transformer on Fashion-MNIST, or a "
+                                          "byte-level BERT on text");
   sub->option_defaults()->always_capture_default();
   auto cfg = std::make_shared<train::TrainConfig>();
   auto device = std::make_shared<std::string>("auto");
@@ -88,19 +96,20 @@ void add_train_command(CLI::App& app) {
   auto profile = std::make_shared<bool>(false);
   cfg->out_dir = "runs/fashion-mnist";
 
-  auto* model = sub->add_option("--model", cfg->model, "mlp (784-256-128-10), cnn (torch_cnn.py's: conv 32, conv 64, 128) or vit "
-                                          "(torch_vit.py's: 7x7 patches, 4 pre-norm layers of width 64, 4 heads)")
-                    ->check(CLI::IsMember({"mlp", "cnn", "vit"}));
+  auto* model = sub->add_option("--model", cfg->model, "mlp (784-256-128-10), cnn (torch_cnn.py's: conv 32, conv 64, 128), vit "
+                                          "(torch_vit.py's: 7x7 patches, 4 pre-norm layers of width 64, 4 heads) or bert "
+                                          "(torch_bert.py's masked-byte model: 4 post-norm layers of width 128, 4 heads)")
+                    ->check(CLI::IsMember({"mlp", "cnn", "vit", "bert"}));
   sub->add_option("--data", cfg->data_dir, "Directory with the Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)");
   sub->add_option("--device", *device, "auto (best: cuda:0 if usable, else cpu), cpu, cuda or cuda:N");
   auto* epochs = sub->add_option("--epochs", cfg->epochs, "Total epochs (with --resume: up to this many in all; cnn default: 10)")->check(CLI::Range(1, 100000));
-  sub->add_option("--batch-size", cfg->batch_size, "Samples per step; under mpirun the global batch, split over the ranks")->check(CLI::Range(1, 1 << 20));
+  auto* batch_size = sub->add_option("--batch-size", cfg->batch_size, "Samples (bert: windows) per step; under mpirun the global batch, split over the ranks (bert default: 64)")->check(CLI::Range(1, 1 << 20));
   auto* optimizer = sub->add_option("--optimizer", cfg->optimizer, "sgd or adamw (vit default: adamw)")->check(CLI::IsMember({"sgd", "adamw"}));
   auto* lr = sub->add_option("--lr", cfg->lr, "Peak learning rate (cnn default: 0.05, vit: 2e-3)")->check(CLI::PositiveNumber);
   sub->add_option("--momentum", cfg->momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
   sub->add_flag("--nesterov,!--no-nesterov", cfg->nesterov, "Nesterov momentum (SGD)");
   auto* weight_decay = sub->add_option("--weight-decay", cfg->weight_decay, "L2 weight decay (decoupled for AdamW; cnn default: 5e-4, vit: 0.05)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--schedule", cfg->schedule, "constant, step or cosine")->check(CLI::IsMember({"constant", "step", "cosine"}));
+  auto* schedule = sub->add_option("--schedule", cfg->schedule, "constant, step, cosine or linear (warmup, then linear decay to 0; bert's default)")->check(CLI::IsMember({"constant", "step", "cosine", "linear"}));
   sub->add_option("--warmup-epochs", cfg->warmup_epochs, "Linear warmup before the cosine decay")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-epochs", cfg->step_epochs, "step schedule: decay every N epochs")->check(CLI::PositiveNumber);
   sub->add_option("--step-gamma", cfg->step_gamma, "step schedule: multiply the lr by this")->check(CLI::PositiveNumber);
@@ -109,10 +118,17 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--channels", cfg->channels, "cnn: conv block widths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
   auto* dropout = sub->add_option("--dropout", cfg->dropout, "cnn: dropout after each hidden Linear; vit: in each encoder layer (default 0.1)")->check(CLI::Range(0.0, 0.99));
   sub->add_option("--patch", cfg->patch, "vit: patch side (must divide 28)")->check(CLI::Range(1, 28));
-  sub->add_option("--dim", cfg->dim, "vit: model width")->check(CLI::Range(1, 1 << 16));
-  sub->add_option("--depth", cfg->depth, "vit: encoder layers")->check(CLI::Range(1, 1024));
-  sub->add_option("--heads", cfg->heads, "vit: attention heads (must divide --dim)")->check(CLI::Range(1, 1 << 16));
-  sub->add_option("--feedforward", cfg->feedforward, "vit: feed-forward width")->check(CLI::Range(1, 1 << 20));
+  auto* dim = sub->add_option("--dim", cfg->dim, "vit, bert: model width (bert default: 128)")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--depth", cfg->depth, "vit, bert: encoder layers")->check(CLI::Range(1, 1024));
+  sub->add_option("--heads", cfg->heads, "vit, bert: attention heads (must divide --dim)")->check(CLI::Range(1, 1 << 16));
+  auto* feedforward = sub->add_option("--feedforward", cfg->feedforward, "vit, bert: feed-forward width (bert default: 512)")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--text", cfg->text_path, "bert: the corpus, a text file or a folder of them (its files without an extension, in name order); the last 5% is held out");
+  sub->add_option("--steps", cfg->steps, "bert: optimizer steps")->check(CLI::Range(1, 100000000));
+  sub->add_option("--seq-len", cfg->seq_len, "bert: window length in bytes (the position table)")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--eval-every", cfg->eval_every, "bert: evaluate on the held-out batches every N steps (and at the end)")->check(CLI::Range(1, 100000000));
+  sub->add_option("--eval-batches", cfg->eval_batches, "bert: fixed held-out batches per evaluation")->check(CLI::Range(1, 100000));
+  sub->add_option("--warmup-fraction", cfg->warmup_fraction, "bert: linear warmup over this share of the steps")->check(CLI::Range(0.0, 1.0));
+  auto* decay = sub->add_option("--decay", cfg->decay, "AdamW's weight decay on all parameters or on matrices only (bert's default)")->check(CLI::IsMember({"all", "matrices"}));
   sub->add_option("--seed", cfg->seed, "Seed for initialisation and shuffling");
   sub->add_option("--threads", *threads, "Host threads for the CPU kernels (0: every core); results are the same for any count")->check(CLI::Range(0, 1024));
   sub->add_flag("--no-shuffle", *no_shuffle, "Keep the dataset order");
@@ -129,7 +145,8 @@ void add_train_command(CLI::App& app) {
 
   register_action(sub, [=] {
     train::TrainConfig c = *cfg;
-    apply_model_recipe(c, {epochs, optimizer, lr, weight_decay, hidden, dropout});
+    apply_model_recipe(c, {epochs, optimizer, lr, weight_decay, hidden, dropout, batch_size, schedule, dim, feedforward,
+                           decay});
     c.model_given = model->count() > 0;
     dist::Communicator& comm = dist::world();
     c.device = rank_device(*device, comm);
@@ -137,6 +154,7 @@ void add_train_command(CLI::App& app) {
     c.pin_memory = !*no_pin;
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
     if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
+    if (c.model == "bert" && out->count() == 0) c.out_dir = "runs/bert";
     set_num_threads(rank_threads(*threads, comm));
     set_region_profiling(*profile);
     train::train_model(c, std::cout);

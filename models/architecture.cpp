@@ -1,8 +1,9 @@
-// The MLP and the CNN: their sizes, names and checks, and the nn modules they are built of.
+// The MLP, the CNN, the ViT and BERT: their sizes, names and checks, and the nn modules they are built of.
 #include "models/architecture.h"
 
 #include <sstream>
 
+#include "models/bert.h"
 #include "models/vit.h"
 #include "nn/nn.h"
 
@@ -30,9 +31,18 @@ Architecture Architecture::vit(int64_t patch, int64_t dim, int64_t depth, int64_
   return a;
 }
 
-std::string Architecture::family() const { return is_cnn() ? "CNN" : is_vit() ? "ViT" : "MLP"; }
+Architecture Architecture::bert(int64_t seq_len, int64_t dim, int64_t depth, int64_t heads, int64_t feedforward) {
+  Architecture a = vit(7, dim, depth, heads, feedforward);
+  a.kind = "bert";
+  a.seq_len = seq_len;
+  a.classes = 257;
+  return a;
+}
+
+std::string Architecture::family() const { return is_cnn() ? "CNN" : is_vit() ? "ViT" : is_bert() ? "BERT" : "MLP"; }
 
 Shape Architecture::sample_shape() const {
+  if (is_bert()) return {seq_len};
   if (is_cnn() || is_vit()) return {in_channels, height, width};
   return {in_channels * height * width};
 }
@@ -61,6 +71,10 @@ std::vector<int64_t> Architecture::linear_sizes() const {
 
 std::string Architecture::str() const {
   std::ostringstream s;
+  if (is_bert()) {
+    s << 't' << seq_len << "-d" << dim << "-l" << depth << "-h" << heads << "-f" << feedforward << '-' << classes;
+    return s.str();
+  }
   if (is_vit()) {
     s << in_channels << 'x' << height << 'x' << width << "-p" << patch << "-d" << dim << "-l" << depth << "-h" << heads
       << "-f" << feedforward << '-' << classes;
@@ -81,27 +95,36 @@ std::string Architecture::str() const {
 
 namespace {
 
-// The ViT's sizes: a patch that tiles the image, a width the heads divide.
-void check_vit(const Architecture& a) {
-  EMBER_CHECK(a.patch > 0 && a.height % a.patch == 0 && a.width % a.patch == 0, ValueError, "--patch ", a.patch,
-              " does not divide the ", a.height, "x", a.width, " image; use a patch size that divides both sides (",
-              a.height == 28 ? "4, 7 or 14" : "a divisor", ")");
+// A Transformer's sizes: positive, a width the heads divide.
+void check_transformer(const Architecture& a) {
   EMBER_CHECK(a.dim > 0 && a.depth > 0 && a.heads > 0 && a.feedforward > 0, ValueError,
               "--dim, --depth, --heads and --feedforward must be >= 1, got ", a.dim, ", ", a.depth, ", ", a.heads, ", ", a.feedforward);
   EMBER_CHECK(a.dim % a.heads == 0, ValueError, "--dim ", a.dim, " is not divisible by --heads ", a.heads,
               "; choose a head count that divides the width");
+}
+
+// The ViT's: a patch that tiles the image, and the Transformer's.
+void check_vit(const Architecture& a) {
+  EMBER_CHECK(a.patch > 0 && a.height % a.patch == 0 && a.width % a.patch == 0, ValueError, "--patch ", a.patch,
+              " does not divide the ", a.height, "x", a.width, " image; use a patch size that divides both sides (",
+              a.height == 28 ? "4, 7 or 14" : "a divisor", ")");
   EMBER_CHECK(a.input_std > 0, ValueError, "the input std must be > 0, got ", a.input_std);
+  check_transformer(a);
 }
 
 }  // namespace
 
 void Architecture::check() const {
-  EMBER_CHECK(kind == "mlp" || kind == "cnn" || kind == "vit", ValueError, "--model must be mlp, cnn or vit, got '",
-              kind, "'");
+  EMBER_CHECK(kind == "mlp" || kind == "cnn" || kind == "vit" || kind == "bert", ValueError,
+              "--model must be mlp, cnn, vit or bert, got '", kind, "'");
   EMBER_CHECK(in_channels > 0 && height > 0 && width > 0 && classes > 0, ValueError, "the input and class counts of ",
               str(), " must be positive");
   EMBER_CHECK(dropout >= 0 && dropout < 1, ValueError, "--dropout must be in [0, 1), got ", dropout);
   if (is_vit()) return check_vit(*this);
+  if (is_bert()) {
+    EMBER_CHECK(seq_len >= 1, ValueError, "--seq-len must be >= 1, got ", seq_len);
+    return check_transformer(*this);
+  }
   for (int64_t h : hidden) EMBER_CHECK(h > 0, ValueError, "--hidden sizes must be >= 1, got ", h);
   if (!is_cnn()) return;
   EMBER_CHECK(!channels.empty(), ValueError, "--channels needs at least one conv block, e.g. 32,64");
@@ -134,6 +157,7 @@ void push_linear_layers(nn::Sequential& model, const std::vector<int64_t>& sizes
 std::shared_ptr<nn::Module> make_model(const Architecture& arch, Device device, Generator& generator) {
   arch.check();
   if (arch.is_vit()) return std::make_shared<VisionTransformer>(arch, device, generator);
+  if (arch.is_bert()) return std::make_shared<BertMaskedLM>(arch, device, generator);
   auto model = std::make_shared<nn::Sequential>();
   if (!arch.is_cnn()) {
     push_linear_layers(*model, arch.linear_sizes(), nullptr, device, generator);

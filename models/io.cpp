@@ -107,26 +107,23 @@ const Tensor* find(const formats::NamedTensors& tensors, const std::string& name
 }
 
 // The tensor called `name` with `dims` dims, or a FormatError saying it is missing or has the wrong shape.
-const Tensor& vit_tensor(const std::string& path, const formats::NamedTensors& tensors, const std::string& name,
-                         int64_t dims) {
+const Tensor& named_tensor(const std::string& path, const formats::NamedTensors& tensors, const std::string& name,
+                           int64_t dims, const char* family = "ViT") {
   const Tensor* t = find(tensors, name);
-  EMBER_CHECK(t != nullptr, FormatError, path, ": a ViT checkpoint needs '", name, "', which is missing");
+  EMBER_CHECK(t != nullptr, FormatError, path, ": a ", family, " checkpoint needs '", name, "', which is missing");
   EMBER_CHECK(t->dim() == dims, FormatError, path, ": '", name, "' should have ", dims, " dims but has shape ",
               shape_str(t->shape()));
   return *t;
 }
 
-// The ViT's layout (models/vit.h), a 1x28x28 input: sizes from the tensors' shapes, the head count (which no
-// shape holds) from ember's metadata, else the peer's 4.
-Architecture infer_vit(const std::string& path, const formats::SafetensorsFile& file) {
-  const auto& t = file.tensors;
-  const Tensor& patch_w = vit_tensor(path, t, "patch_embed.weight", 2);
-  const auto patch = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(patch_w.size(1)))));
+int64_t encoder_depth(const formats::NamedTensors& t) {
   int64_t depth = 0;
   while (find(t, "encoder.layers." + std::to_string(depth) + ".norm1.weight") != nullptr) ++depth;
-  EMBER_CHECK(patch * patch == patch_w.size(1) && depth > 0, FormatError, path,
-              ": not a ViT of 1-channel square patches with encoder.layers.N (patch_embed.weight is ",
-              shape_str(patch_w.shape()), ", ", depth, " encoder layers)");
+  return depth;
+}
+
+// The head count, which no tensor's shape holds: "-hN" in ember's metadata, else the peers' 4.
+int64_t heads_of(const formats::SafetensorsFile& file) {
   int64_t heads = 4;
   auto meta = file.metadata.find("ember_architecture");
   const size_t at = meta == file.metadata.end() ? std::string::npos : meta->second.find("-h");
@@ -134,10 +131,40 @@ Architecture infer_vit(const std::string& path, const formats::SafetensorsFile& 
     const char* first = meta->second.data() + at + 2;
     std::from_chars(first, meta->second.data() + meta->second.size(), heads);
   }
-  Architecture a = Architecture::vit(patch, patch_w.size(0), depth, heads,
-                                     vit_tensor(path, t, "encoder.layers.0.linear1.weight", 2).size(0));
-  a.classes = vit_tensor(path, t, "head.weight", 2).size(0);
-  const Tensor& pos = vit_tensor(path, t, "pos_embedding", 3);
+  return heads;
+}
+
+// The byte-level BERT's layout (models/bert.h): sizes from the tensors' shapes, the heads as for the ViT.
+Architecture infer_bert(const std::string& path, const formats::SafetensorsFile& file) {
+  const auto& t = file.tensors;
+  const Tensor& tok = named_tensor(path, t, "tok.weight", 2, "BERT");
+  const Tensor& pos = named_tensor(path, t, "pos", 3, "BERT");
+  const int64_t depth = encoder_depth(t);
+  EMBER_CHECK(depth > 0 && pos.size(2) == tok.size(1), FormatError, path, ": not a BERT of encoder.layers.N (",
+              depth, " encoder layers, tok.weight ", shape_str(tok.shape()), ", pos ", shape_str(pos.shape()), ")");
+  Architecture a = Architecture::bert(pos.size(1), tok.size(1), depth, heads_of(file),
+                                      named_tensor(path, t, "encoder.layers.0.linear1.weight", 2, "BERT").size(0));
+  a.classes = tok.size(0);
+  EMBER_CHECK(a.classes == named_tensor(path, t, "head.3.weight", 2, "BERT").size(0), FormatError, path,
+              ": the head predicts ", named_tensor(path, t, "head.3.weight", 2, "BERT").size(0),
+              " tokens but the vocabulary holds ", a.classes);
+  return a;
+}
+
+// The ViT's layout (models/vit.h), a 1x28x28 input: sizes from the tensors' shapes, the head count (which no
+// shape holds) from ember's metadata, else the peer's 4.
+Architecture infer_vit(const std::string& path, const formats::SafetensorsFile& file) {
+  const auto& t = file.tensors;
+  const Tensor& patch_w = named_tensor(path, t, "patch_embed.weight", 2);
+  const auto patch = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(patch_w.size(1)))));
+  const int64_t depth = encoder_depth(t);
+  EMBER_CHECK(patch * patch == patch_w.size(1) && depth > 0, FormatError, path,
+              ": not a ViT of 1-channel square patches with encoder.layers.N (patch_embed.weight is ",
+              shape_str(patch_w.shape()), ", ", depth, " encoder layers)");
+  Architecture a = Architecture::vit(patch, patch_w.size(0), depth, heads_of(file),
+                                     named_tensor(path, t, "encoder.layers.0.linear1.weight", 2).size(0));
+  a.classes = named_tensor(path, t, "head.weight", 2).size(0);
+  const Tensor& pos = named_tensor(path, t, "pos_embedding", 3);
   EMBER_CHECK(a.height % patch == 0 && pos.size(1) == a.patches() + 1, FormatError, path, ": pos_embedding holds ",
               pos.size(1), " positions, but ", patch, "x", patch, " patches of a 28x28 image need ", a.patches() + 1);
   return a;
@@ -154,6 +181,8 @@ Network load_model(const std::string& path, Device device, double dropout, Gener
   Network net;
   if (find(file.tensors, "class_token") != nullptr) {
     net.arch = infer_vit(path, file);
+  } else if (find(file.tensors, "tok.weight") != nullptr) {
+    net.arch = infer_bert(path, file);
   } else {
     const Layers layers = group_by_layer(path, file.tensors);
     net.arch = has_conv(layers) ? infer_cnn(path, layers) : infer_mlp(path, layers);

@@ -17,7 +17,8 @@ struct Network {
   std::shared_ptr<nn::Module> model;
   Architecture arch;
 };
-// Reads a model file of any kind: a class_token makes it a ViT (models/vit.h), 4-d weights a CNN, else an MLP. FormatError naming the file when the
+// Reads a model file of any kind: a class_token makes it a ViT (models/vit.h), a
+// tok.weight a BERT (models/bert.h), 4-d weights a CNN, else an MLP. FormatError naming the file when the
 // tensors do not form one of them. A file does not hold the dropout rate: `dropout` sets it, and the model is built
 // by make_model with `generator` (which must outlive it) before the file's values replace the initial ones.
 Network load_model(const std::string& path, Device device = Device::cpu(), double dropout = 0.25,

@@ -12,7 +12,7 @@ VisionTransformer::VisionTransformer(const Architecture& arch, Device device, Ge
   class_token_ = register_parameter("class_token", Tensor::zeros({1, 1, dim}, DType::F32, device));
   const uint64_t offset = generator.reserve(static_cast<uint64_t>(tokens * dim));
   pos_embedding_ = register_parameter(
-      "pos_embedding", ops::scale(Tensor::randn({1, tokens, dim}, generator.seed(), DType::F32, device, offset), 0.02));
+      "pos_embedding", ops::scale(Tensor::randn({1, tokens, dim}, generator.seed(), DType::F32, device, 0, 1, offset), 0.02));
   patch_embed_ = register_module("patch_embed", std::make_shared<nn::Linear>(arch.patch_features(), dim, true,
                                                                              DType::F32, device, generator));
   const nn::TransformerEncoderLayerOptions layer{.d_model = dim, .nhead = arch.heads, .dim_feedforward = arch.feedforward,

@@ -81,9 +81,11 @@ void detail::record_layer(const Module& layer, const Tensor& output) {
   g_trace->layers.push_back(std::move(s));
 }
 
-ModelSummary summarize(Module& model, const Shape& input_shape) {
+ModelSummary summarize(Module& model, const Shape& input_shape) { return summarize(model, input_shape, model.dtype()); }
+
+ModelSummary summarize(Module& model, const Shape& input_shape, DType input_dtype) {
   ModelSummary summary;
-  Tensor input = Tensor::zeros(input_shape, model.dtype(), model.device());
+  Tensor input = Tensor::zeros(input_shape, input_dtype, model.device());
   summary.input_bytes = static_cast<int64_t>(input.nbytes());
   {
     TraceScope scope(model, summary);

@@ -30,6 +30,8 @@ struct ModelSummary {
 // Runs one forward pass of `model` on an input of `input_shape` created on the model's device
 // (zeros; nothing is allocated on meta) and records every layer.
 ModelSummary summarize(Module& model, const Shape& input_shape);
+// The same with an input of `input_dtype` (a text model's int64 token ids).
+ModelSummary summarize(Module& model, const Shape& input_shape, DType input_dtype);
 
 namespace detail {
 // Called by Module::operator() and Sequential: records a layer's output while a summary runs.

@@ -105,8 +105,8 @@ void SGD::load_state_dict(const OptimizerState& s) {
 // ---- AdamW ------------------------------------------------------------------------------------------------
 
 AdamW::AdamW(std::vector<nn::ParameterPtr> params, ops::AdamWOptions options)
-    : Optimizer(std::move(params)), options_(options), exp_avg_(params_.size()), exp_avg_sq_(params_.size()),
-      steps_(params_.size(), 0) {
+    : Optimizer(std::move(params)), options_(options), weight_decay_(params_.size(), options.weight_decay),
+      exp_avg_(params_.size()), exp_avg_sq_(params_.size()), steps_(params_.size(), 0) {
   EMBER_CHECK(options.lr >= 0, ValueError, "AdamW: lr must be >= 0, got ", options.lr);
   EMBER_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, ValueError,
               "AdamW: betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
@@ -114,11 +114,18 @@ AdamW::AdamW(std::vector<nn::ParameterPtr> params, ops::AdamWOptions options)
   lr_ = options.lr;
 }
 
+void AdamW::set_weight_decay(size_t i, double weight_decay) {
+  EMBER_CHECK(i < params_.size() && weight_decay >= 0, ValueError, "AdamW: cannot give parameter ", i, " of ",
+              params_.size(), " the weight decay ", weight_decay);
+  weight_decay_[i] = weight_decay;
+}
+
 void AdamW::step() {
   ops::AdamWOptions o = options_;
   o.lr = lr_;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
+    o.weight_decay = weight_decay_[i];
     follow(exp_avg_[i], p.value);
     follow(exp_avg_sq_[i], p.value);
     if (!exp_avg_[i].defined()) {

@@ -63,11 +63,15 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<nn::ParameterPtr> params, ops::AdamWOptions options);
   void step() override;
+  // Parameter i's own weight decay instead of options.weight_decay (PyTorch's param groups: BERT decays its
+  // matrices only).
+  void set_weight_decay(size_t i, double weight_decay);
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
 
  private:
   ops::AdamWOptions options_;
+  std::vector<double> weight_decay_;  // per parameter
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   std::vector<int64_t> steps_;  // step() calls; the state saves them less the guard's skipped steps
 };

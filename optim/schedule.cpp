@@ -1,4 +1,4 @@
-// StepLr and CosineLr: closed forms of the step.
+// StepLr, CosineLr and LinearLr: closed forms of the step.
 #include "optim/schedule.h"
 
 #include <algorithm>
@@ -25,6 +25,18 @@ double CosineLr::lr_at(int64_t step) const {
   double progress = static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
   progress = std::min(progress, 1.0);
   return min_lr_ + 0.5 * (lr_ - min_lr_) * (1 + std::cos(3.141592653589793 * progress));
+}
+
+LinearLr::LinearLr(double lr, int64_t total_steps, int64_t warmup_steps)
+    : lr_(lr), total_(total_steps), warmup_(warmup_steps) {
+  EMBER_CHECK(total_steps > 0 && warmup_steps >= 1 && warmup_steps <= total_steps, ValueError,
+              "LinearLr: need 1 <= warmup_steps <= total_steps, got warmup ", warmup_steps, " of ", total_steps);
+}
+
+double LinearLr::lr_at(int64_t step) const {
+  if (step < warmup_) return lr_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  if (total_ == warmup_) return 0;
+  return lr_ * std::max(0.0, static_cast<double>(total_ - step) / static_cast<double>(total_ - warmup_));
 }
 
 }  // namespace ember::optim

@@ -45,4 +45,16 @@ class CosineLr : public LrSchedule {
   int64_t total_, warmup_;
 };
 
+// Linear warmup over `warmup_steps` (lr * (step + 1) / warmup_steps), then linear decay to 0 at total_steps: BERT's
+// schedule, as the peer's LambdaLR computes it.
+class LinearLr : public LrSchedule {
+ public:
+  LinearLr(double lr, int64_t total_steps, int64_t warmup_steps);
+  double lr_at(int64_t step) const override;
+
+ private:
+  double lr_;
+  int64_t total_, warmup_;
+};
+
 }  // namespace ember::optim

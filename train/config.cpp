@@ -13,7 +13,9 @@ using json = nlohmann::json;
 namespace {
 
 // Keys that runs saved before the CNN (or the ViT) existed do not have: such a run used the defaults.
-const std::set<std::string> kAddedLater = {"model", "channels", "dropout", "patch", "dim", "depth", "heads", "feedforward"};
+const std::set<std::string> kAddedLater = {"model",     "channels", "dropout",    "patch",        "dim",
+                                           "depth",     "heads",    "feedforward", "text_path",   "steps",
+                                           "seq_len",   "eval_every", "eval_batches", "warmup_fraction", "decay"};
 
 template <typename T> json to_value(const T& v) { return v; }
 json to_value(const Device& d) { return d.str(); }
@@ -49,6 +51,10 @@ TrainConfig TrainConfig::defaults_for(const std::string& model) {
   c.model = model;
   if (model == "cnn") c.epochs = 10, c.lr = 0.05, c.weight_decay = 5e-4, c.hidden = {128};
   if (model == "vit") c.epochs = 10, c.optimizer = "adamw", c.lr = 2e-3, c.weight_decay = 0.05, c.dropout = 0.1;
+  if (model == "bert") {
+    c.optimizer = "adamw", c.lr = 1e-3, c.weight_decay = 0.01, c.decay = "matrices", c.dropout = 0.1;
+    c.schedule = "linear", c.batch_size = 64, c.dim = 128, c.feedforward = 512;
+  }
   return c;
 }
 
@@ -63,9 +69,10 @@ TrainConfig resumed_config(const TrainConfig& requested, const std::string& save
 }
 
 models::Architecture architecture_of(const TrainConfig& c) {
-  models::Architecture a = c.model == "cnn"   ? models::Architecture::cnn(c.channels, c.hidden)
-                           : c.model == "vit" ? models::Architecture::vit(c.patch, c.dim, c.depth, c.heads, c.feedforward)
-                                              : models::Architecture::mlp(c.hidden);
+  models::Architecture a = c.model == "cnn"    ? models::Architecture::cnn(c.channels, c.hidden)
+                           : c.model == "vit"  ? models::Architecture::vit(c.patch, c.dim, c.depth, c.heads, c.feedforward)
+                           : c.model == "bert" ? models::Architecture::bert(c.seq_len, c.dim, c.depth, c.heads, c.feedforward)
+                                               : models::Architecture::mlp(c.hidden);
   a.kind = c.model;
   a.dropout = c.dropout;
   return a;
@@ -79,8 +86,15 @@ void validate(const TrainConfig& c) {
   EMBER_CHECK(c.weight_decay >= 0, ValueError, "--weight-decay must be >= 0, got ", c.weight_decay);
   EMBER_CHECK(c.optimizer == "sgd" || c.optimizer == "adamw", ValueError, "--optimizer must be sgd or adamw, got '",
               c.optimizer, "'");
-  EMBER_CHECK(c.schedule == "constant" || c.schedule == "step" || c.schedule == "cosine", ValueError,
-              "--schedule must be constant, step or cosine, got '", c.schedule, "'");
+  EMBER_CHECK(c.schedule == "constant" || c.schedule == "step" || c.schedule == "cosine" || c.schedule == "linear",
+              ValueError, "--schedule must be constant, step, cosine or linear, got '", c.schedule, "'");
+  EMBER_CHECK(c.decay == "all" || c.decay == "matrices", ValueError, "--decay must be all or matrices, got '", c.decay,
+              "'");
+  EMBER_CHECK(c.steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1, ValueError,
+              "--steps, --eval-every and --eval-batches must be >= 1, got ", c.steps, ", ", c.eval_every, ", ",
+              c.eval_batches);
+  EMBER_CHECK(c.warmup_fraction >= 0 && c.warmup_fraction <= 1, ValueError, "--warmup-fraction must be in [0, 1], got ",
+              c.warmup_fraction);
   EMBER_CHECK(!c.hidden.empty(), ValueError, "--hidden needs at least one layer size, e.g. 256,128");
   architecture_of(c).check();
   EMBER_CHECK(c.limit == -1 || c.limit >= 1, ValueError, "--limit must be >= 1, got ", c.limit);
@@ -89,17 +103,26 @@ void validate(const TrainConfig& c) {
 }
 
 std::unique_ptr<optim::LrSchedule> make_schedule(const TrainConfig& c, int64_t steps_per_epoch) {
-  int64_t total = std::max<int64_t>(1, c.epochs * steps_per_epoch);
+  const bool by_steps = c.model == "bert";
+  const int64_t total = std::max<int64_t>(1, by_steps ? c.steps : c.epochs * steps_per_epoch);
   if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(c.lr);
   if (c.schedule == "step")
     return std::make_unique<optim::StepLr>(c.lr, std::max<int64_t>(1, c.step_epochs * steps_per_epoch), c.step_gamma);
-  int64_t warmup = std::min<int64_t>(total - 1, static_cast<int64_t>(c.warmup_epochs * double(steps_per_epoch)));
+  // The peer's rule for BERT: max(1, steps // 20) at the default 5%.
+  const double warm = by_steps ? std::floor(c.warmup_fraction * double(total) + 1e-9)
+                               : c.warmup_epochs * double(steps_per_epoch);
+  const int64_t warmup = std::min<int64_t>(total - 1, static_cast<int64_t>(warm));
+  if (c.schedule == "linear") return std::make_unique<optim::LinearLr>(c.lr, total, std::max<int64_t>(1, warmup));
   return std::make_unique<optim::CosineLr>(c.lr, total, std::max<int64_t>(0, warmup), 0.0);
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const std::vector<nn::ParameterPtr>& params) {
-  if (c.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(params, ops::AdamWOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+  if (c.optimizer == "adamw") {
+    auto adamw = std::make_unique<optim::AdamW>(params, ops::AdamWOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+    for (size_t i = 0; i < params.size() && c.decay == "matrices"; ++i)
+      if (params[i]->value.dim() < 2) adamw->set_weight_decay(i, 0);
+    return adamw;
+  }
   return std::make_unique<optim::SGD>(
       params,
       ops::SgdOptions{.lr = c.lr, .momentum = c.momentum, .dampening = 0, .weight_decay = c.weight_decay, .nesterov = c.nesterov});

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "data/text.h"
 #include "models/architecture.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -28,11 +29,11 @@ struct TrainConfig {
   double momentum = 0.9;
   bool nesterov = true;
   double weight_decay = 1e-4;
-  std::string schedule = "cosine"; // constant | step | cosine
-  double warmup_epochs = 1;        // cosine: linear warmup
+  std::string schedule = "cosine"; // constant | step | cosine | linear (warmup, then linear decay to 0)
+  double warmup_epochs = 1;        // cosine, linear: warmup (bert: warmup_fraction of the steps instead)
   int64_t step_epochs = 5;         // step: decay every this many epochs
   double step_gamma = 0.1;
-  std::string model = "mlp";       // mlp | cnn | vit (models/architecture.h)
+  std::string model = "mlp";       // mlp | cnn | vit | bert (models/architecture.h)
   std::vector<int64_t> hidden = {256, 128};
   std::vector<int64_t> channels = {32, 64};  // cnn: conv block widths
   double dropout = 0.25;           // cnn: after each hidden Linear; vit: in each encoder layer
@@ -41,6 +42,14 @@ struct TrainConfig {
   int64_t depth = 4;
   int64_t heads = 4;
   int64_t feedforward = 128;
+  // bert: the corpus (data/text.h), steps, window, evaluation and which parameters decay.
+  std::string text_path = data::default_text_path();
+  int64_t steps = 2000;
+  int64_t seq_len = 64;
+  int64_t eval_every = 500;        // steps between evaluations on the held-out batches (and at the end)
+  int64_t eval_batches = 100;      // fixed held-out batches (windows and masks from seed 1234)
+  double warmup_fraction = 0.05;   // linear warmup over this share of the steps
+  std::string decay = "all";       // all | matrices: AdamW's weight decay on every parameter or on 2+-d ones
   uint64_t seed = 0;
   bool shuffle = true;
   bool pin_memory = true;
@@ -65,8 +74,8 @@ struct TrainConfig {
 
   std::string to_json() const;                            // the saved fields
   static TrainConfig from_json(const std::string& json);  // FormatError on a malformed config
-  // The recipe `ember train --model mlp|cnn|vit` starts from (the CNN's: docs/benchmarks.md, "CNN accuracy"; the
-  // ViT's: ../shared/peers/torch_vit.py's).
+  // The recipe `ember train --model mlp|cnn|vit|bert` starts from (the CNN's: docs/benchmarks.md, "CNN accuracy"; the
+  // ViT's and BERT's: ../shared/peers/torch_vit.py's and torch_bert.py's).
   static TrainConfig defaults_for(const std::string& model);
 };
 
@@ -77,6 +86,7 @@ models::Architecture architecture_of(const TrainConfig& c);
 // The settings of the run: `requested`, or on --resume the saved run's recipe with this invocation's settings, so
 // the continuation is the run that would have happened. `saved` is state.safetensors' config.
 TrainConfig resumed_config(const TrainConfig& requested, const std::string& saved_json);
+// The schedule over the run's steps: epochs * steps_per_epoch, or a bert run's --steps.
 std::unique_ptr<optim::LrSchedule> make_schedule(const TrainConfig& c, int64_t steps_per_epoch);
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const std::vector<nn::ParameterPtr>& params);
 
@@ -92,6 +102,10 @@ void TrainConfig::fields(F&& f, Config&... c) {
   f("model", K::Recipe, c.model...), f("hidden", K::Recipe, c.hidden...), f("channels", K::Recipe, c.channels...);
   f("dropout", K::Recipe, c.dropout...), f("patch", K::Recipe, c.patch...), f("dim", K::Recipe, c.dim...);
   f("depth", K::Recipe, c.depth...), f("heads", K::Recipe, c.heads...), f("feedforward", K::Recipe, c.feedforward...);
+  f("text_path", K::Invocation, c.text_path...), f("steps", K::Invocation, c.steps...);
+  f("seq_len", K::Recipe, c.seq_len...), f("eval_every", K::Invocation, c.eval_every...);
+  f("eval_batches", K::Recipe, c.eval_batches...), f("warmup_fraction", K::Recipe, c.warmup_fraction...);
+  f("decay", K::Recipe, c.decay...);
   f("seed", K::Recipe, c.seed...), f("shuffle", K::Recipe, c.shuffle...);
   f("pin_memory", K::Recipe, c.pin_memory...), f("limit", K::Recipe, c.limit...);
   f("init_path", K::Recipe, c.init_path...), f("skip_nonfinite", K::Recipe, c.skip_nonfinite...);

@@ -8,6 +8,8 @@
 namespace ember::train {
 
 void check_model_fits(const models::Architecture& arch, const data::Dataset& data, const std::string& source) {
+  EMBER_CHECK(!arch.is_bert(), FormatError, source, " holds a BERT (", arch.str(),
+              "), which reads text, not images; use it with --model bert or --text");
   EMBER_CHECK(shape_numel(arch.sample_shape()) == data.sample_numel() && arch.classes == data::kFashionMnistClasses,
               FormatError, source, ": the model is ", arch.str(), " but Fashion-MNIST needs ", data.sample_numel(),
               " inputs and ", data::kFashionMnistClasses, " outputs");

@@ -175,4 +175,51 @@ void write_run_files(const std::string& dir, const std::vector<EpochMetrics>& hi
   formats::write_text_file(metrics_json, j.dump(2) + "\n");
 }
 
+std::string text_metrics_line(const TextMetrics& m, int64_t steps, bool after_progress_bar) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%sstep %lld/%lld  train loss %.4f  held-out masked acc %.2f%% loss %.4f  lr %.4g  %.1f s  %.0f "
+                "tokens/s\n",
+                after_progress_bar ? "\r" : "", static_cast<long long>(m.step), static_cast<long long>(steps),
+                m.train_loss, 100 * m.masked_accuracy, m.masked_loss, m.lr, m.seconds, m.tokens_per_second);
+  return line;
+}
+
+void draw_text_progress(std::ostream& log, int64_t step, int64_t steps, double loss, double tokens_per_second) {
+  const int width = 24;
+  const int filled = static_cast<int>(width * step / std::max<int64_t>(1, steps));
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "\rstep %lld/%lld [%s%s] %3d%%  loss %.4f  %7.0f tokens/s  ", static_cast<long long>(step),
+                static_cast<long long>(steps), std::string(filled, '=').c_str(),
+                std::string(width - filled, ' ').c_str(), static_cast<int>(100 * step / std::max<int64_t>(1, steps)),
+                loss, tokens_per_second);
+  log << buf << std::flush;
+}
+
+void write_text_run_files(const std::string& dir, const std::vector<TextMetrics>& history,
+                          const std::string& metrics_json, const std::string& device, const std::string& config_json) {
+  std::ostringstream csv;
+  csv << "step,masked_accuracy,masked_loss,train_loss,tokens_per_second,seconds,lr\n";
+  formats::SvgChart loss{"loss", "step", "cross-entropy", false, false, {{"train", {}}, {"held-out masked", {}}}};
+  formats::SvgChart acc{"masked accuracy", "step", "accuracy", false, false, {{"held-out masked", {}}}};
+  json evaluations = json::array();
+  for (const auto& m : history) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%lld,%.6f,%.6f,%.6f,%.1f,%.3f,%.8g\n", static_cast<long long>(m.step),
+                  m.masked_accuracy, m.masked_loss, m.train_loss, m.tokens_per_second, m.seconds, m.lr);
+    csv << line;
+    loss.series[0].points.emplace_back(m.step, m.train_loss);
+    loss.series[1].points.emplace_back(m.step, m.masked_loss);
+    acc.series[0].points.emplace_back(m.step, m.masked_accuracy);
+    evaluations.push_back({{"step", m.step}, {"masked_accuracy", m.masked_accuracy}, {"masked_loss", m.masked_loss},
+                           {"train_loss", m.train_loss}, {"tokens_per_second", m.tokens_per_second},
+                           {"seconds", m.seconds}, {"lr", m.lr}});
+  }
+  formats::write_text_file(dir + "/metrics.csv", csv.str());
+  formats::write_text_file(dir + "/metrics.svg", formats::render_svg({loss, acc}));
+  if (metrics_json.empty()) return;
+  const json j{{"device", device}, {"config", json::parse(config_json)}, {"evaluations", evaluations}};
+  formats::write_text_file(metrics_json, j.dump(2) + "\n");
+}
+
 }  // namespace ember::train

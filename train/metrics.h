@@ -21,6 +21,24 @@ struct EpochMetrics {
   double seconds = 0, samples_per_second = 0;
   double lr = 0;      // at the end of the epoch
 };
+// One evaluation of a masked language model (train/text_trainer.h): on the fixed held-out batches, after `step`
+// steps; train_loss and tokens_per_second over the steps since the previous evaluation.
+struct TextMetrics {
+  int64_t step = 0;
+  double masked_accuracy = 0, masked_loss = 0;
+  double train_loss = 0, tokens_per_second = 0;
+  double seconds = 0;  // training time of those steps
+  double lr = 0;       // at the end of them
+};
+// "step 500/2000  train loss ... held-out masked acc ...% loss ...  lr ...  ... s  ... tokens/s"
+std::string text_metrics_line(const TextMetrics& m, int64_t steps, bool after_progress_bar);
+// "\rstep 120/2000 [===     ] 6%  loss 3.1234  5100 tokens/s  ETA 6:12  "
+void draw_text_progress(std::ostream& log, int64_t step, int64_t steps, double loss, double tokens_per_second);
+// metrics.csv (step, masked_accuracy, masked_loss, train_loss, tokens_per_second, seconds, lr) and metrics.svg in
+// `dir`; with `metrics_json`, the run's JSON record there too ({device, config, evaluations}).
+void write_text_run_files(const std::string& dir, const std::vector<TextMetrics>& history,
+                          const std::string& metrics_json, const std::string& device, const std::string& config_json);
+
 // As a JSON object, and back (FormatError naming `where` when malformed).
 std::string epoch_json(const EpochMetrics& m);
 std::string history_json(const std::vector<EpochMetrics>& history);  // a JSON array

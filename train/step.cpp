@@ -20,7 +20,7 @@ Stepper::Output Stepper::step(const data::Batch& batch) {
   optimizer_->zero_grad();
   Output out;
   if (batch.size() > 0) {
-    const Tensor logits = model_.forward(batch.x);
+    const Tensor logits = forward_ ? forward_(batch) : model_.forward(batch.x);
     out.loss = loss_.forward(logits, batch.y);
     out.correct = ops::count_correct(logits, batch.y);
     // This rank's share of the global batch's mean loss: the ranks' gradients then sum to the whole batch's.

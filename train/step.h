@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "data/loader.h"
@@ -30,6 +31,10 @@ class Stepper {
   // step had NaN/Inf.
   Output step(const data::Batch& batch);
 
+  // How a batch reaches the model: model.forward(batch.x) unless set (BERT's takes batch.positions too). The
+  // model's backward follows whatever forward ran.
+  void set_forward(std::function<Tensor(const data::Batch&)> forward) { forward_ = std::move(forward); }
+
   int64_t steps_done() const { return step_; }
   double lr() const { return optimizer_->lr(); }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
@@ -47,6 +52,7 @@ class Stepper {
   NonFiniteWatch watch_;
   dist::GradientReducer reducer_;
   nn::CrossEntropyLoss loss_;
+  std::function<Tensor(const data::Batch&)> forward_;
 };
 
 }  // namespace ember::train

@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/step.h"
+#include "train/text_trainer.h"
 
 namespace ember::train {
 
@@ -256,6 +257,7 @@ TrainResult Trainer::run() {
 }  // namespace
 
 TrainResult train_model(const TrainConfig& config, std::ostream& log, dist::Communicator& comm) {
+  if (config.model == "bert") return train_text_model(config, log, comm);
   return Trainer(config, log, comm).run();
 }
 

@@ -15,13 +15,14 @@ namespace ember::train {
 
 struct TrainResult {
   std::vector<EpochMetrics> epochs;  // including those of the run resumed from
+  std::vector<TextMetrics> text;     // a text model's evaluations (train/text_trainer.h) instead of epochs
   double test_loss = 0, test_accuracy = 0;
-  double seconds = 0, samples_per_second = 0;  // this invocation's training time and throughput
+  double seconds = 0, samples_per_second = 0;  // this invocation's training time and throughput (text: tokens/s)
   LedgerCounts transfers{};                    // H2D, D2H, D2D during this invocation
   dist::AllReduceStats all_reduce;             // this rank's gradient all-reduces (data-parallel runs)
 };
 
-// Trains as configured, writing progress to `log`, and the run directory:
+// Trains as configured (a bert model: train_text_model), writing progress to `log`, and the run directory:
 // model.safetensors, state.safetensors, metrics.csv, metrics.svg (and --metrics-json).
 // As one rank of `comm` (dist::world() by default: the ranks mpirun started, else this process alone):
 // every rank starts from rank 0's weights, takes its part of each global batch of batch_size samples, and
