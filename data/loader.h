@@ -36,6 +36,7 @@ struct DataLoaderOptions {
 struct Batch {
   Tensor x;           // (B, *sample_shape) float32 in [0, 1], on the loader's device
   Tensor y;           // (B) int64, on the loader's device
+  Tensor positions;   // a masked LM's batch (data/text.h): y's positions in x (M) int64 as b * T + t; else undefined
   int64_t index = 0;  // batch number within the epoch
   int64_t global_size = 0;  // rows of the whole batch over every shard (size() without sharding)
   int64_t size() const { return y.defined() ? y.size(0) : 0; }
