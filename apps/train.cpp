@@ -154,7 +154,7 @@ void add_train_command(CLI::App& app) {
     c.pin_memory = !*no_pin;
     c.progress_bar = isatty(STDOUT_FILENO) != 0;
     if (!c.resume_dir.empty() && out->count() == 0) c.out_dir.clear();  // continue in the resumed directory
-    if (c.model == "bert" && out->count() == 0) c.out_dir = "runs/bert";
+    if (c.model == "bert" && c.resume_dir.empty() && out->count() == 0) c.out_dir = "runs/bert";
     set_num_threads(rank_threads(*threads, comm));
     set_region_profiling(*profile);
     train::train_model(c, std::cout);

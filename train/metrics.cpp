@@ -72,6 +72,12 @@ std::string svg(const std::vector<EpochMetrics>& history) {
   return formats::render_svg({loss, acc});
 }
 
+json to_json(const TextMetrics& m) {
+  return {{"step", m.step},           {"masked_accuracy", m.masked_accuracy}, {"masked_loss", m.masked_loss},
+          {"train_loss", m.train_loss}, {"tokens_per_second", m.tokens_per_second}, {"seconds", m.seconds},
+          {"lr", m.lr}};
+}
+
 std::string format_duration(double seconds) {
   char buf[32];
   int s = static_cast<int>(std::max(0.0, seconds) + 0.5);
@@ -196,6 +202,25 @@ void draw_text_progress(std::ostream& log, int64_t step, int64_t steps, double l
   log << buf << std::flush;
 }
 
+std::string text_history_json(const std::vector<TextMetrics>& history) {
+  json out = json::array();
+  for (const auto& m : history) out.push_back(to_json(m));
+  return out.dump();
+}
+
+std::vector<TextMetrics> text_history_from_json(const std::string& text, const std::string& where) {
+  std::vector<TextMetrics> out;
+  try {
+    for (const auto& j : json::parse(text))
+      out.push_back({j.at("step").get<int64_t>(), j.at("masked_accuracy").get<double>(),
+                     j.at("masked_loss").get<double>(), j.at("train_loss").get<double>(),
+                     j.at("tokens_per_second").get<double>(), j.at("seconds").get<double>(), j.at("lr").get<double>()});
+  } catch (const json::exception& e) {
+    throw FormatError(detail::concat(where, ": the saved history is malformed: ", e.what()));
+  }
+  return out;
+}
+
 void write_text_run_files(const std::string& dir, const std::vector<TextMetrics>& history,
                           const std::string& metrics_json, const std::string& device, const std::string& config_json) {
   std::ostringstream csv;
@@ -211,9 +236,7 @@ void write_text_run_files(const std::string& dir, const std::vector<TextMetrics>
     loss.series[0].points.emplace_back(m.step, m.train_loss);
     loss.series[1].points.emplace_back(m.step, m.masked_loss);
     acc.series[0].points.emplace_back(m.step, m.masked_accuracy);
-    evaluations.push_back({{"step", m.step}, {"masked_accuracy", m.masked_accuracy}, {"masked_loss", m.masked_loss},
-                           {"train_loss", m.train_loss}, {"tokens_per_second", m.tokens_per_second},
-                           {"seconds", m.seconds}, {"lr", m.lr}});
+    evaluations.push_back(to_json(m));
   }
   formats::write_text_file(dir + "/metrics.csv", csv.str());
   formats::write_text_file(dir + "/metrics.svg", formats::render_svg({loss, acc}));

@@ -34,6 +34,9 @@ struct TextMetrics {
 std::string text_metrics_line(const TextMetrics& m, int64_t steps, bool after_progress_bar);
 // "\rstep 120/2000 [===     ] 6%  loss 3.1234  5100 tokens/s  ETA 6:12  "
 void draw_text_progress(std::ostream& log, int64_t step, int64_t steps, double loss, double tokens_per_second);
+// As a JSON array, and back (FormatError naming `where` when malformed): a text run's history in its state file.
+std::string text_history_json(const std::vector<TextMetrics>& history);
+std::vector<TextMetrics> text_history_from_json(const std::string& json, const std::string& where);
 // metrics.csv (step, masked_accuracy, masked_loss, train_loss, tokens_per_second, seconds, lr) and metrics.svg in
 // `dir`; with `metrics_json`, the run's JSON record there too ({device, config, evaluations}).
 void write_text_run_files(const std::string& dir, const std::vector<TextMetrics>& history,

@@ -257,7 +257,12 @@ TrainResult Trainer::run() {
 }  // namespace
 
 TrainResult train_model(const TrainConfig& config, std::ostream& log, dist::Communicator& comm) {
-  if (config.model == "bert") return train_text_model(config, log, comm);
+  // A resumed run is the kind it was (the command line's --model may be left out).
+  const bool text = config.resume_dir.empty()
+                        ? config.model == "bert"
+                        : TrainConfig::from_json(load_training_state(config.resume_dir + "/state.safetensors").config_json)
+                                  .model == "bert";
+  if (text) return train_text_model(config, log, comm);
   return Trainer(config, log, comm).run();
 }
 

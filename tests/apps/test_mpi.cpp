@@ -172,6 +172,35 @@ TEST_CASE("A rank killed mid-run ends the others within a bounded time, and the 
   fs::remove_all(d);
 }
 
+TEST_CASE("mpirun -np 2 ember train --model bert: each rank its rows, the single process's losses", "[apps][mpi][bert]") {
+  fs::path d = fresh_dir("bert");
+  {
+    std::ofstream f(d / "corpus");
+    for (int i = 0; i < 2000; ++i) f << "line " << i % 37 << " of " << (i * 7) % 11 << " words\n";
+  }
+  // Dropout off: each rank draws its own masks, which one process would draw otherwise.
+  const std::string recipe = "train --model bert --dim 16 --depth 1 --heads 2 --feedforward 32 --seq-len 16 "
+                             "--batch-size 7 --steps 6 --eval-every 3 --eval-batches 3 --dropout 0 --device cpu --quiet "
+                             "--text " + (d / "corpus").string() + " ";
+  REQUIRE(run_ember(recipe + "--threads 1 --out " + (d / "one").string() + " --metrics-json " +
+                    (d / "one.json").string()).code == 0);
+  Run r = run_command(mpirun(2) + kEmber + " " + recipe + "--out " + (d / "two").string() + " --metrics-json " +
+                      (d / "two.json").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::ifstream one(d / "one.json"), two(d / "two.json");
+  const auto a = nlohmann::json::parse(one).at("evaluations"), b = nlohmann::json::parse(two).at("evaluations");
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"train_loss", "masked_loss", "masked_accuracy"}) {
+      const double x = a[i].at(key).get<double>(), y = b[i].at(key).get<double>();
+      INFO(key << " at evaluation " << i << ": one process " << x << ", 2 ranks " << y);
+      CHECK(std::abs(x - y) <= 1e-4 * std::abs(x) + 1e-6);
+    }
+  fs::remove_all(d);
+}
+
 #else
 
 TEST_CASE("Without MPI built in, ember started as one of 2 ranks says so and exits 2", "[apps][mpi]") {

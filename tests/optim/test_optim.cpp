@@ -119,5 +119,12 @@ TEST_CASE("Learning-rate schedules", "[optim]") {
   CHECK(cos.lr_at(110) == Approx(0.0).margin(1e-15));
   CHECK(cos.lr_at(500) == Approx(0.0).margin(1e-15));
   CHECK_THROWS_AS(optim::CosineLr(0.1, 10, 10), ValueError);
+  optim::LinearLr linear(0.1, 110, 10);
+  CHECK(linear.lr_at(0) == Approx(0.01));
+  CHECK(linear.lr_at(10) == Approx(0.1));
+  CHECK(linear.lr_at(60) == Approx(0.05));
+  CHECK(linear.lr_at(110) == 0.0);
+  CHECK(linear.lr_at(500) == 0.0);
+  CHECK_THROWS_AS(optim::LinearLr(0.1, 10, 0), ValueError);
   CHECK_THROWS_AS(optim::StepLr(0.1, 0, 0.5), ValueError);
 }

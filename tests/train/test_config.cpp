@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "nn/linear.h"
 #include "train/config.h"
 
 using namespace ember;
@@ -31,6 +32,8 @@ TrainConfig changed() {
   c.warmup_epochs = 2, c.step_epochs = 3, c.step_gamma = 0.5, c.model = "cnn", c.hidden = {64};
   c.channels = {8, 16}, c.dropout = 0.5, c.seed = 42, c.shuffle = false, c.pin_memory = false, c.limit = 500;
   c.init_path = "w.safetensors", c.skip_nonfinite = true;
+  c.patch = 4, c.dim = 32, c.depth = 2, c.heads = 8, c.feedforward = 64, c.text_path = "/text", c.steps = 9;
+  c.seq_len = 12, c.eval_every = 3, c.eval_batches = 4, c.warmup_fraction = 0.5, c.decay = "matrices";
   return c;
 }
 
@@ -97,4 +100,35 @@ TEST_CASE("The CNN's recipe differs from the MLP's where docs/usage.md says", "[
   CHECK(cnn.weight_decay == 5e-4);
   CHECK(cnn.hidden == std::vector<int64_t>{128});
   CHECK(cnn.batch_size == mlp.batch_size);
+}
+
+TEST_CASE("BERT's recipe is the peer's: AdamW decaying matrices only, warmup over 5% of the steps then linear decay",
+          "[train][bert]") {
+  TrainConfig c = TrainConfig::defaults_for("bert");
+  CHECK(c.batch_size == 64);
+  CHECK(c.dim == 128);
+  CHECK(c.feedforward == 512);
+  CHECK(c.seq_len == 64);
+  CHECK(c.steps == 2000);
+  CHECK(models::Architecture(train::architecture_of(c)).str() == "t64-d128-l4-h4-f512-257");
+  // torch_bert.py: LambdaLR with warm = max(1, steps // 20), (s + 1) / warm, then (steps - s) / (steps - warm).
+  const auto schedule = train::make_schedule(c, 1);
+  CHECK(schedule->lr_at(0) == Approx(1e-3 / 100));
+  CHECK(schedule->lr_at(99) == Approx(1e-3));
+  CHECK(schedule->lr_at(100) == Approx(1e-3));
+  CHECK(schedule->lr_at(1050) == Approx(1e-3 * 950 / 1900));
+  CHECK(schedule->lr_at(1999) == Approx(1e-3 / 1900));
+  c.steps = 10;
+  CHECK(train::make_schedule(c, 1)->lr_at(0) == Approx(1e-3));  // max(1, 10 // 20) = 1 warmup step
+  // Zero gradients: AdamW moves a parameter only by its weight decay, which the 1-d one does not get.
+  Generator generator(0);
+  nn::Linear layer(3, 2, true, DType::F32, Device::cpu(), generator);
+  c.steps = 2000;
+  const auto optimizer = train::make_optimizer(c, layer.parameters());
+  const std::vector<float> w = layer.weight()->value.to_vector<float>(), b = layer.bias()->value.to_vector<float>();
+  optimizer->zero_grad();
+  optimizer->set_lr(0.5);
+  optimizer->step();
+  CHECK(layer.bias()->value.to_vector<float>() == b);
+  CHECK(layer.weight()->value.to_vector<float>()[0] == Approx(w[0] * (1 - 0.5 * 0.01)));
 }
