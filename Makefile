@@ -5,7 +5,7 @@ BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
 DEBIAN_PACKAGES := cmake make g++ catch2 libcli11-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
-                   dataset-fashion-mnist openmpi-bin libopenmpi-dev python3 \
+                   dataset-fashion-mnist fortunes openmpi-bin libopenmpi-dev python3 \
                    pybind11-dev python3-dev python3-pytest libdlpack-dev python3-numpy python3-torch
 NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CMAKE_FLAGS ?=
@@ -99,7 +99,7 @@ demo: build
 
 # ember train against PyTorch on the CPU, interleaved rounds (scripts/compare-torch --help; docs/benchmarks.md).
 # The peer needs Debian's PyTorch on OpenBLAS: without libopenblas0-pthread it runs on reference BLAS.
-PEER_PACKAGES := python3 python3-numpy python3-torch libopenblas0-pthread
+PEER_PACKAGES := python3 python3-numpy python3-torch libopenblas0-pthread fortunes
 COMPARE_ARGS ?=
 compare-deps:
 	$(call install_missing,$(PEER_PACKAGES))
