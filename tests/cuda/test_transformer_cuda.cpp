@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "models/bert.h"
 #include "models/vit.h"
 #include "nn/nn.h"
 #include "support/compare.h"
@@ -73,4 +74,19 @@ TEST_CASE("The ViT trains on cuda:0 as on the CPU", "[cuda][transformer][vit]") 
   const Run a = run(cuda, x, [&](const Tensor& in) { return cuda.forward(in); }, Device::cuda(0));
   const Run b = run(cpu, x, [&](const Tensor& in) { return cpu.forward(in); }, Device::cpu());
   require_same(a, b, test::kF32Reduce);
+}
+
+TEST_CASE("BERT trains on cuda:0 as on the CPU, at every position and at chosen ones", "[cuda][transformer][bert]") {
+  const models::Architecture arch = models::Architecture::bert(9, 8, 1, 2, 12);  // dropout 0.1, as trained
+  Generator g_cpu(23), g_cuda(23);
+  models::BertMaskedLM cpu(arch, Device::cpu(), g_cpu), cuda(arch, Device::cuda(0), g_cuda);
+  const Tensor ids = Tensor::from_vector<int64_t>({72, 256, 108, 108, 111, 3, 256, 0, 255, 32, 1, 2, 256, 9}, {2, 7});
+  const Tensor positions = Tensor::from_vector<int64_t>({1, 6, 12, 13}, {4});
+  const Run a = run(cuda, ids, [&](const Tensor& in) { return cuda.forward(in); }, Device::cuda(0));
+  const Run b = run(cpu, ids, [&](const Tensor& in) { return cpu.forward(in); }, Device::cpu());
+  require_same(a, b, test::kF32Reduce);
+  const Tensor at = positions.to(Device::cuda(0));
+  const Run c = run(cuda, ids, [&](const Tensor& in) { return cuda.forward(in, at); }, Device::cuda(0));
+  const Run d = run(cpu, ids, [&](const Tensor& in) { return cpu.forward(in, positions); }, Device::cpu());
+  require_same(c, d, test::kF32Reduce);
 }
