@@ -63,6 +63,8 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
 
 void run_predict(const std::string& checkpoint, const std::string& data, const std::string& device_text, int64_t index,
                  const std::string& pgm, const TextOptions& text) {
+  EMBER_CHECK(text.text_given || (index >= 0) != !pgm.empty(), ValueError,
+              "give exactly one of --index N (a test-set image) or --pgm FILE, or --text for a BERT's checkpoint");
   Device device = resolve_device(device_text);
   models::Network loaded = models::load_model(checkpoint, device);
   if (loaded.arch.is_bert()) {

@@ -38,7 +38,7 @@ std::string small(const fs::path& corpus) {
 
 }  // namespace
 
-TEST_CASE("ember train --model bert writes its run; eval and predict read the checkpoint", "[apps][bert]") {
+TEST_CASE("ember train --model bert writes its run, eval and predict read the checkpoint", "[apps][bert]") {
   const fs::path dir = fresh_dir("bert-train");
   const fs::path corpus = write_corpus(dir);
   Run r = run_ember(small(corpus) + "--threads 1 --steps 6 --out " + (dir / "run").string() + " --metrics-json " +
