@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -13,6 +14,9 @@
 #include "core/transfer_ledger.h"
 
 namespace ember::train {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct EpochMetrics {
   int64_t epoch = 0;  // 1-based

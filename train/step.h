@@ -17,6 +17,10 @@
 
 namespace ember::train {
 
+// Rank r of a data-parallel run draws its dropout masks r * this many words along the run's Philox stream; rank 0's
+// position is the one a checkpoint saves.
+inline constexpr uint64_t kRankStreamStride = uint64_t{1} << 48;
+
 class Stepper {
  public:
   // Steps of `model` as `c` configures them; a resumed run passes its saved steps and optimizer state.

@@ -1,7 +1,6 @@
 // The text Trainer: the corpus, the model, the held-out batches, the steps and the evaluations between them.
 #include "train/text_trainer.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,11 +18,6 @@ namespace ember::train {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Rank r's dropout masks come from its own stretch of the Philox stream (as the image trainer's).
-constexpr uint64_t kRankStreamStride = uint64_t{1} << 48;
 // The training windows' key: the run's seed, moved off the stream that draws the weights and dropout masks.
 constexpr uint64_t kWindowKey = 0x5445585457494e44ull;  // "TEXTWIND"
 
@@ -39,8 +33,10 @@ class TextTrainer {
   void print_header() const;
   void resolve_start(const TrainConfig& requested);
   data::Batch next_batch();
+  TextMetrics train_interval(int64_t done, int64_t steps);
   MaskedEval evaluate_held_out();
   void end_interval(TextMetrics m);
+  void print_summary(int64_t steps_run) const;
 
   dist::Communicator& comm_;
   std::ostream& log_;
@@ -167,6 +163,48 @@ void TextTrainer::end_interval(TextMetrics m) {
   write_text_run_files(cfg_.out_dir, result_.text, cfg_.metrics_json, cfg_.device.str(), cfg_.to_json());
 }
 
+// `steps` steps after `done`: their training loss (the mean over their masked bytes), time and throughput.
+TextMetrics TextTrainer::train_interval(int64_t done, int64_t steps) {
+  const auto start = Clock::now();
+  auto last_draw = start;
+  const int64_t tokens_per_step = cfg_.batch_size * cfg_.seq_len;
+  for (int64_t i = 0; i < steps; ++i) {
+    const data::Batch batch = next_batch();
+    const Stepper::Output out = stepper_->step(batch);
+    record_->record(i, out.loss, out.correct, batch.global_size);
+    if (cfg_.progress_bar && verbose() && seconds_since(last_draw) > 0.25) {
+      last_draw = Clock::now();
+      draw_text_progress(log_, done + i + 1, cfg_.steps, record_->sums(i + 1).mean_loss(),
+                         double((i + 1) * tokens_per_step) / seconds_since(start));
+    }
+  }
+  if (cfg_.device.is_cuda()) cuda::synchronize(cfg_.device);
+  const double seconds = seconds_since(start);
+  stepper_->watch().stop_if_flagged(steps, cfg_.lr);
+  const StepRecord::Sums sums = record_->sums(steps);
+  EMBER_CHECK(sums.rows > 0, NumericalError, "every step up to step ", done + steps,
+              " had a non-finite loss, so none was applied. Lower --lr (now ", cfg_.lr, ")");
+  return {.step = done + steps, .train_loss = sums.mean_loss(),
+          .tokens_per_second = double(steps * tokens_per_step) / seconds, .seconds = seconds, .lr = stepper_->lr()};
+}
+
+void TextTrainer::print_summary(int64_t steps_run) const {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "held-out masked accuracy %.2f%%, loss %.4f | %lld steps in %.1f s, training at %.0f tokens/s on %s\n",
+                100 * result_.test_accuracy, result_.test_loss, static_cast<long long>(steps_run), result_.seconds,
+                result_.samples_per_second, cfg_.device.str().c_str());
+  log_ << line;
+  if (comm_.size() > 1) {
+    std::snprintf(line, sizeof line, "parameters identical on all %d ranks at every evaluation (checksum %016llx)\n",
+                  comm_.size(), static_cast<unsigned long long>(checksum_));
+    log_ << line << "gradient all-reduce (rank 0): " << stepper_->reducer().summary() << "\n";
+  }
+  log_ << "saved " << cfg_.out_dir
+       << "/model.safetensors (ember predict --checkpoint it --text \"...[MASK]...\"; PyTorch: torch_bert.py's "
+          "Bert().load_state_dict(safetensors.torch.load_file(...)))\n";
+}
+
 TrainResult TextTrainer::run() {
   if (leader()) std::filesystem::create_directories(cfg_.out_dir);
   print_header();
@@ -175,30 +213,10 @@ TrainResult TextTrainer::run() {
   double train_seconds = 0;
   const int64_t first = resume_ ? resume_->step : 0;
   for (int64_t done = first; done < cfg_.steps;) {
-    const int64_t interval = std::min(cfg_.eval_every, cfg_.steps - done);
-    const auto start = Clock::now();
-    auto last_draw = start;
-    for (int64_t i = 0; i < interval; ++i) {
-      const data::Batch batch = next_batch();
-      const Stepper::Output out = stepper_->step(batch);
-      record_->record(i, out.loss, out.correct, batch.global_size);
-      if (cfg_.progress_bar && verbose() && seconds_since(last_draw) > 0.25) {
-        last_draw = Clock::now();
-        draw_text_progress(log_, done + i + 1, cfg_.steps, record_->sums(i + 1).mean_loss(),
-                           double((i + 1) * cfg_.batch_size * cfg_.seq_len) / seconds_since(start));
-      }
-    }
-    if (cfg_.device.is_cuda()) cuda::synchronize(cfg_.device);
-    const double seconds = seconds_since(start);
-    done += interval;
-    stepper_->watch().stop_if_flagged(interval, cfg_.lr);
-    const StepRecord::Sums sums = record_->sums(interval);
-    EMBER_CHECK(sums.rows > 0, NumericalError, "every step up to step ", done,
-                " had a non-finite loss, so none was applied. Lower --lr (now ", cfg_.lr, ")");
-    train_seconds += seconds;
-    end_interval({.step = done, .train_loss = sums.mean_loss(),
-                  .tokens_per_second = double(interval * cfg_.batch_size * cfg_.seq_len) / seconds,
-                  .seconds = seconds, .lr = stepper_->lr()});
+    const TextMetrics m = train_interval(done, std::min(cfg_.eval_every, cfg_.steps - done));
+    done = m.step;
+    train_seconds += m.seconds;
+    end_interval(m);
   }
   result_.seconds = seconds_since(run_start);
   result_.samples_per_second =
@@ -206,22 +224,7 @@ TrainResult TextTrainer::run() {
   result_.test_loss = result_.text.back().masked_loss;
   result_.test_accuracy = result_.text.back().masked_accuracy;
   result_.all_reduce = stepper_->reducer().stats();
-  if (verbose()) {
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "held-out masked accuracy %.2f%%, loss %.4f | %lld steps in %.1f s, training at %.0f tokens/s on %s\n",
-                  100 * result_.test_accuracy, result_.test_loss, static_cast<long long>(cfg_.steps - first), result_.seconds,
-                  result_.samples_per_second, cfg_.device.str().c_str());
-    log_ << line;
-    if (comm_.size() > 1) {
-      std::snprintf(line, sizeof line, "parameters identical on all %d ranks at every evaluation (checksum %016llx)\n",
-                    comm_.size(), static_cast<unsigned long long>(checksum_));
-      log_ << line << "gradient all-reduce (rank 0): " << stepper_->reducer().summary() << "\n";
-    }
-    log_ << "saved " << cfg_.out_dir
-         << "/model.safetensors (ember predict --checkpoint it --text \"...[MASK]...\"; PyTorch: torch_bert.py's "
-            "Bert().load_state_dict(safetensors.torch.load_file(...)))\n";
-  }
+  if (verbose()) print_summary(cfg_.steps - first);
   return result_;
 }
 

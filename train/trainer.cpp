@@ -2,7 +2,6 @@
 // it reports and writes; on one process or as one rank of a data-parallel run.
 #include "train/trainer.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,12 +20,6 @@
 namespace ember::train {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Rank r's dropout masks come from its own stretch of the Philox stream, 2^48 words apart.
-constexpr uint64_t kRankStreamStride = uint64_t{1} << 48;
 
 // Where a run starts: the configuration, and on --resume the saved state and history.
 struct Start {
