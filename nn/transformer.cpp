@@ -66,6 +66,13 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& lay
     layers_.push_back(std::make_shared<TransformerEncoderLayer>(layer, dtype, device, generator));
     list->push_back(layers_.back());
   }
+  // PyTorch's nn.TransformerEncoder deep-copies one layer: every layer starts with the first one's weights. (It
+  // matters: with layers drawn independently, the BERT of torch_bert.py left the unigram plateau ~500 steps later.)
+  const std::vector<ParameterPtr> first = layers_[0]->parameters();
+  for (size_t i = 1; i < layers_.size(); ++i) {
+    const std::vector<ParameterPtr> mine = layers_[i]->parameters();
+    for (size_t k = 0; k < first.size(); ++k) mine[k]->value.copy_from(first[k]->value);
+  }
   if (final_norm)
     norm_ = register_module("norm", std::make_shared<LayerNorm>(layer.d_model, layer.layer_norm_eps, true, dtype, device));
 }

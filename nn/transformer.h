@@ -51,7 +51,8 @@ class TransformerEncoderLayer : public Module {
   bool ran_ = false;
 };
 
-// num_layers layers built alike (each with its own weights), then the optional final norm.
+// num_layers layers built alike, then the optional final norm. As PyTorch's (which deep-copies the layer it is
+// given), every layer starts with the same weights as layer 0; they part as they train.
 class TransformerEncoder : public Module {
  public:
   TransformerEncoder(const TransformerEncoderLayerOptions& layer, int64_t num_layers, bool final_norm = false,

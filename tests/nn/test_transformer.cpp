@@ -104,6 +104,12 @@ TEST_CASE("TransformerEncoder stacks layers under layers.N with an optional fina
   CHECK(got.front() == "layers.0.self_attn.in_proj_weight");
   CHECK(got[kLayerNames.size()] == "layers.1.self_attn.in_proj_weight");
   CHECK(got.back() == "norm.bias");
+  // PyTorch's _get_clones: the layers start as copies of one layer.
+  const auto sd = encoder.state_dict();
+  for (size_t i = 0; i < kLayerNames.size(); ++i) {
+    INFO(sd[i].first);
+    CHECK(sd[i].second.to_vector<double>() == sd[kLayerNames.size() + i].second.to_vector<double>());
+  }
   randomise(encoder, 60);
   test::gradcheck_module(encoder, Tensor::randn({2, 3, 4}, 61, DType::F64));
 }
