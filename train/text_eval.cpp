@@ -22,9 +22,9 @@ MaskedEval evaluate_masked(models::BertMaskedLM& model, const std::vector<data::
   Tensor loss_sum = Tensor::zeros({}, DType::F32, device), correct = Tensor::zeros({}, DType::F32, device);
   MaskedEval r;
   nn::CrossEntropyLoss ce;
-  for (const data::MaskedBatch& host : batches) {
-    if (host.chosen() == 0) continue;
-    const data::MaskedBatch b = host.to(device);
+  for (const data::MaskedBatch& batch : batches) {
+    if (batch.chosen() == 0) continue;
+    const data::MaskedBatch b = batch.to(device);  // no copy for batches already there
     const Tensor logits = model.forward(b.ids, b.positions);
     ops::add_(loss_sum, ce.forward(logits, b.targets), static_cast<double>(b.chosen()));
     ops::add_(correct, ops::cast(ops::count_correct(logits, b.targets), DType::F32));

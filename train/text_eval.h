@@ -22,8 +22,8 @@ struct MaskedEval {
   double loss() const { return tokens > 0 ? loss_sum / double(tokens) : 0; }
   double accuracy() const { return tokens > 0 ? correct / double(tokens) : 0; }
 };
-// The model (in eval mode; its mode is given back) on `batches`, moved to its device; the sums stay on the device
-// until the end.
+// The model (in eval mode; its mode is given back) on `batches`, moved to its device unless they are there; the
+// sums stay on the device until the end.
 MaskedEval evaluate_masked(models::BertMaskedLM& model, const std::vector<data::MaskedBatch>& batches);
 
 // FormatError unless `arch`, read from `source`, is a byte-level BERT (models/bert.h) that reads windows of `seq_len`.

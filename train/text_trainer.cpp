@@ -47,7 +47,7 @@ class TextTrainer {
   Generator generator_;  // initial weights, then the dropout masks: lives as long as the model
   Generator windows_;    // the training windows and masks: the same on every rank
   std::shared_ptr<models::BertMaskedLM> model_;
-  std::vector<data::MaskedBatch> held_out_;  // this rank's share of the fixed held-out batches
+  std::vector<data::MaskedBatch> held_out_;  // this rank's share of the fixed held-out batches, on the device
   std::unique_ptr<Stepper> stepper_;
   std::unique_ptr<StepRecord> record_;
   TrainResult result_;
@@ -70,7 +70,7 @@ TextTrainer::TextTrainer(const TrainConfig& config, std::ostream& log, dist::Com
   const std::vector<data::MaskedBatch> all =
       held_out_batches(corpus_, cfg_.eval_batches, cfg_.batch_size, cfg_.seq_len);
   for (size_t i = static_cast<size_t>(comm_.rank()); i < all.size(); i += static_cast<size_t>(comm_.size()))
-    held_out_.push_back(all[i]);
+    held_out_.push_back(all[i].to(cfg_.device));  // once, not at every evaluation
   stepper_ = resume_ ? std::make_unique<Stepper>(*model_, cfg_, comm_, cfg_.eval_every, resume_->step,
                                                 &resume_->optimizer)
                      : std::make_unique<Stepper>(*model_, cfg_, comm_, cfg_.eval_every);
