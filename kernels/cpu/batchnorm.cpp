@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/error.h"
 #include "kernels/cpu/parallel.h"
@@ -44,6 +45,29 @@ template <bool kRelu, typename T> inline void prefetch_next_backward(const Batch
   if constexpr (kRelu) prefetch_next(g, y);
 }
 
+// One SSE2 register of T, as a GCC vector: kLanes accumulators are kLanes / kWidth of them, and lane l of register
+// v accumulates what scalar lane v * kWidth + l would, so the sums are those of a 16-lane scalar loop. (GCC left that
+// scalar loop unvectorised: the fused ReLU's select and the 32 accumulators kept the gradient sums at 7 GB/s.)
+template <typename T> struct Sse;
+template <> struct Sse<float> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <> struct Sse<double> {
+  typedef double type __attribute__((vector_size(16)));
+};
+template <typename T> using Vec = typename Sse<T>::type;
+template <typename T> constexpr int kWidth = 16 / sizeof(T);
+template <typename T> constexpr int kVectors = kLanes / kWidth<T>;
+template <typename T> inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T> inline void flush(const Vec<T> (&lanes)[kVectors<T>], double* total) {
+  for (int v = 0; v < kVectors<T>; ++v)
+    for (int l = 0; l < kWidth<T>; ++l) *total += static_cast<double>(lanes[v][l]);
+}
+
 // Sums of d and d^2 for d = x - shift over one channel. Shifting by a value of the channel keeps the
 // one-pass variance E[d^2] - E[d]^2 accurate when the mean is far from zero.
 template <typename T>
@@ -54,23 +78,21 @@ void channel_sums(const BatchNormGeometry& g, const T* x, int64_t c, T shift, do
     if (n + 1 < g.N) prefetch_next(g, row);
     for (int64_t start = 0; start < g.HW; start += kBlock) {
       const int64_t end = std::min(g.HW, start + kBlock);
-      T a[kLanes] = {}, b[kLanes] = {};
+      Vec<T> a[kVectors<T>] = {}, b[kVectors<T>] = {};
       int64_t i = start;
       for (; i + kLanes <= end; i += kLanes)
-        for (int j = 0; j < kLanes; ++j) {
-          const T d = row[i + j] - shift;
-          a[j] += d;
-          b[j] += d * d;
+        for (int v = 0; v < kVectors<T>; ++v) {
+          const Vec<T> d = load(row + i + v * kWidth<T>) - shift;
+          a[v] += d;
+          b[v] += d * d;
         }
       for (; i < end; ++i) {
         const T d = row[i] - shift;
-        a[0] += d;
-        b[0] += d * d;
+        a[0][0] += d;
+        b[0][0] += d * d;
       }
-      for (int j = 0; j < kLanes; ++j) {
-        total1 += static_cast<double>(a[j]);
-        total2 += static_cast<double>(b[j]);
-      }
+      flush<T>(a, &total1);
+      flush<T>(b, &total2);
     }
   }
   *s1 = total1;
@@ -96,23 +118,23 @@ void gradient_sums(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a
     if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
     for (int64_t start = 0; start < g.HW; start += kBlock) {
       const int64_t end = std::min(g.HW, start + kBlock);
-      T p[kLanes] = {}, q[kLanes] = {};
+      Vec<T> p[kVectors<T>] = {}, q[kVectors<T>] = {};
       int64_t i = start;
       for (; i + kLanes <= end; i += kLanes)
-        for (int j = 0; j < kLanes; ++j) {
-          const T gi = masked<kRelu>(dy, y, i + j);
-          p[j] += gi;
-          q[j] += gi * (x[i + j] - mean);
+        for (int v = 0; v < kVectors<T>; ++v) {
+          const int64_t k = i + v * kWidth<T>;
+          Vec<T> gi = load(dy + k);
+          if constexpr (kRelu) gi = load(y + k) > Vec<T>{} ? gi : Vec<T>{};
+          p[v] += gi;
+          q[v] += gi * (load(x + k) - mean);
         }
       for (; i < end; ++i) {
         const T gi = masked<kRelu>(dy, y, i);
-        p[0] += gi;
-        q[0] += gi * (x[i] - mean);
+        p[0][0] += gi;
+        q[0][0] += gi * (x[i] - mean);
       }
-      for (int j = 0; j < kLanes; ++j) {
-        total_g += static_cast<double>(p[j]);
-        total_gx += static_cast<double>(q[j]);
-      }
+      flush<T>(p, &total_g);
+      flush<T>(q, &total_gx);
     }
   }
   *sg = total_g;
