@@ -84,29 +84,36 @@ inline __m128 select4(__m128 mask, __m128 if_set, __m128 if_clear) {
   return _mm_or_ps(_mm_and_ps(mask, if_set), _mm_andnot_ps(mask, if_clear));
 }
 
-// Four adjacent float outputs of one output row with SSE2 (x86-64's baseline), branch-free: random data
-// made the scalar selects mispredict about every other window. Returns how many outputs it wrote.
-int64_t windows_2x2_sse(const float* r0, const float* r1, int64_t OW, int32_t top, int32_t W, float* out, int32_t* idx) {
+// Four adjacent float outputs [ow, ow + 4) of one output row with SSE2 (x86-64's baseline), branch-free: random
+// data made the scalar selects mispredict about every other window.
+inline void windows_2x2_sse4(const float* r0, const float* r1, int64_t ow, int32_t top, int32_t W, float* out,
+                             int32_t* idx) {
   const __m128i one = _mm_set1_epi32(1), row_below = _mm_set1_epi32(W);
-  int64_t ow = 0;
-  for (; ow + 4 <= OW; ow += 4) {
-    const int64_t w = 2 * ow;
-    const __m128 t0 = _mm_loadu_ps(r0 + w), t1 = _mm_loadu_ps(r0 + w + 4);
-    const __m128 b0 = _mm_loadu_ps(r1 + w), b1 = _mm_loadu_ps(r1 + w + 4);
-    const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)), b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m128 c = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m128 upper_b = second_wins4(a, b), lower_d = second_wins4(c, d);
-    const __m128 upper = select4(upper_b, b, a), lower = select4(lower_d, d, c);
-    const __m128 take_lower = second_wins4(upper, lower);
-    _mm_storeu_ps(out + ow, select4(take_lower, lower, upper));
-    const __m128i col = _mm_add_epi32(_mm_set1_epi32(top + static_cast<int32_t>(w)), _mm_setr_epi32(0, 2, 4, 6));
-    const __m128i upper_at = _mm_add_epi32(col, _mm_and_si128(_mm_castps_si128(upper_b), one));
-    const __m128i lower_at = _mm_add_epi32(_mm_add_epi32(col, row_below), _mm_and_si128(_mm_castps_si128(lower_d), one));
-    const __m128i lower_mask = _mm_castps_si128(take_lower);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + ow),
-                     _mm_or_si128(_mm_and_si128(lower_mask, lower_at), _mm_andnot_si128(lower_mask, upper_at)));
-  }
-  return ow;
+  const int64_t w = 2 * ow;
+  const __m128 t0 = _mm_loadu_ps(r0 + w), t1 = _mm_loadu_ps(r0 + w + 4);
+  const __m128 b0 = _mm_loadu_ps(r1 + w), b1 = _mm_loadu_ps(r1 + w + 4);
+  const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)), b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m128 c = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m128 upper_b = second_wins4(a, b), lower_d = second_wins4(c, d);
+  const __m128 upper = select4(upper_b, b, a), lower = select4(lower_d, d, c);
+  const __m128 take_lower = second_wins4(upper, lower);
+  _mm_storeu_ps(out + ow, select4(take_lower, lower, upper));
+  const __m128i col = _mm_add_epi32(_mm_set1_epi32(top + static_cast<int32_t>(w)), _mm_setr_epi32(0, 2, 4, 6));
+  const __m128i upper_at = _mm_add_epi32(col, _mm_and_si128(_mm_castps_si128(upper_b), one));
+  const __m128i lower_at = _mm_add_epi32(_mm_add_epi32(col, row_below), _mm_and_si128(_mm_castps_si128(lower_d), one));
+  const __m128i lower_mask = _mm_castps_si128(take_lower);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + ow),
+                   _mm_or_si128(_mm_and_si128(lower_mask, lower_at), _mm_andnot_si128(lower_mask, upper_at)));
+}
+
+// A whole output row four outputs at a time. A row whose width is not a multiple of 4 (7 in the CNN's second
+// pool) ends with four outputs that overlap the previous ones, written again with the same values, instead of a
+// scalar tail. Returns how many outputs it wrote: OW, or 0 for a row narrower than 4.
+int64_t windows_2x2_sse(const float* r0, const float* r1, int64_t OW, int32_t top, int32_t W, float* out, int32_t* idx) {
+  if (OW < 4) return 0;
+  for (int64_t ow = 0; ow + 4 <= OW; ow += 4) windows_2x2_sse4(r0, r1, ow, top, W, out, idx);
+  if (OW % 4 != 0) windows_2x2_sse4(r0, r1, OW - 4, top, W, out, idx);
+  return OW;
 }
 #endif
 

@@ -17,12 +17,13 @@ using kernels::Pool2dGeometry;
 
 namespace {
 
-// {N, C, H, W, KH, KW, stride_h, stride_w, pad_h, pad_w}: the CNN's 2x2/2, odd sizes (the last row and
-// column dropped), overlapping 3x3/2 windows, padding, batch 1, non-square, a window as large as the input.
+// {N, C, H, W, KH, KW, stride_h, stride_w, pad_h, pad_w}: the CNN's 2x2/2 (both pools: rows of 14 and 7 outputs,
+// which end in an overlapping four), odd sizes (the last row and column dropped), overlapping 3x3/2 windows,
+// padding, batch 1, non-square, a window as large as the input.
 const std::vector<Pool2dGeometry> kShapes = {
     {2, 3, 8, 8, 2, 2, 2, 2, 0, 0},  {1, 2, 7, 5, 2, 2, 2, 2, 0, 0}, {2, 2, 9, 9, 3, 3, 2, 2, 1, 1},
     {1, 1, 6, 7, 3, 2, 1, 2, 1, 1},  {3, 4, 5, 5, 5, 5, 1, 1, 0, 0}, {4, 8, 28, 28, 2, 2, 2, 2, 0, 0},
-    {0, 2, 4, 4, 2, 2, 2, 2, 0, 0},
+    {0, 2, 4, 4, 2, 2, 2, 2, 0, 0},  {2, 3, 14, 14, 2, 2, 2, 2, 0, 0}, {1, 2, 11, 11, 2, 2, 2, 2, 0, 0},
 };
 
 template <typename T> void check_against_reference(const Pool2dGeometry& g) {
