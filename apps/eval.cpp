@@ -37,7 +37,7 @@ void run_eval(const std::string& checkpoint, const std::string& data, const std:
               loaded.arch.family(), " (", loaded.arch.str(), ") of Fashion-MNIST images; leave --text out");
   data::Dataset test = data::load_fashion_mnist(data, data::Split::Test);
   train::check_model_fits(loaded.arch, test, checkpoint);
-  train::EvalResult r = train::evaluate(*loaded.model, loaded.arch, test, 1000, true);
+  train::EvalResult r = train::evaluate(*loaded.model, loaded.arch, test, train::kEvalBatch, true);
   if (as_json) {
     nlohmann::json j{{"accuracy", r.accuracy}, {"loss", r.loss}, {"per_class", nlohmann::json::object()},
                      {"confusion", r.confusion}};

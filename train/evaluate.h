@@ -18,6 +18,11 @@ struct EvalResult {
   std::vector<double> per_class_accuracy;
 };
 
+// Test images a batch when `ember train` and `ember eval` evaluate. Results do not depend on it (eval mode treats
+// samples alone); speed does: at 1000 a CNN batch's activations (100 MB for the first convolution's output) outgrew
+// the host block cache, so each batch was fresh memory whose huge pages the kernel zeroed (docs/benchmarks.md).
+constexpr int64_t kEvalBatch = 250;
+
 // Loss and accuracy of `model` (in eval mode; its mode is given back) on `data`, in batches on the model's device,
 // each sample shaped as `arch` takes it; with `confusion`, the confusion matrix and per-class accuracy too.
 EvalResult evaluate(nn::Module& model, const models::Architecture& arch, const data::Dataset& data, int64_t batch_size,

@@ -178,7 +178,7 @@ EvalResult Trainer::evaluate_test() {
   // broadcasts them before every forward; once an epoch is enough for evaluation and checkpoints).
   for (auto& [name, b] : model_->named_buffers()) comm_.broadcast(b, 0);
   const data::Dataset part = test_set_.shard(comm_.rank(), comm_.size());
-  EvalResult local = evaluate(*model_, arch_, part, 1000, false);
+  EvalResult local = evaluate(*model_, arch_, part, kEvalBatch, false);
   if (comm_.size() == 1) return local;
   const double n = double(local.samples);
   const std::vector<double> s = comm_.all_reduce_sum({local.loss * n, local.accuracy * n, n});

@@ -26,14 +26,15 @@ nlohmann::json read_json(const fs::path& p) {
   return nlohmann::json::parse(f);
 }
 
-// `ember eval --json` on `model` matches {accuracy, loss} as that ember printed them.
+// `ember eval --json` on `model` matches {accuracy, loss} as that ember printed them: the accuracy exactly, the loss
+// to float precision (it is a float sum of batch means, and the evaluation batch is 250 images now, 1000 then).
 void check_eval(const fs::path& model, const nlohmann::json& expected) {
   const auto r = run_ember("eval --device cpu --json --checkpoint " + model.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
   const nlohmann::json got = nlohmann::json::parse(r.output);
   CHECK(got.at("accuracy").get<double>() == expected.at("accuracy").get<double>());
-  CHECK(got.at("loss").get<double>() == Approx(expected.at("loss").get<double>()).epsilon(1e-12));
+  CHECK(got.at("loss").get<double>() == Approx(expected.at("loss").get<double>()).epsilon(1e-6));
 }
 
 }  // namespace
