@@ -24,6 +24,9 @@ const std::vector<Conv2dGeometry> kShapes = {
     {3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0},     {2, 3, 5, 4, 2, 7, 6, 1, 1, 1, 1},   {1, 2, 11, 13, 5, 5, 3, 3, 2, 2, 1},
     {45, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1},    {3, 4, 28, 28, 8, 3, 3, 1, 1, 1, 1}, {5, 32, 14, 14, 16, 3, 3, 1, 1, 1, 1},
     {4, 3, 10, 10, 6, 4, 4, 2, 2, 1, 1},   {0, 3, 5, 5, 2, 3, 3, 1, 1, 1, 1},
+    // Stride 1 with OW == W (im2col and col2im by whole planes): fewer rows out than in, more rows out than in, and
+    // a padding as wide as the input, where whole taps fall off the plane's edge.
+    {2, 2, 9, 6, 3, 5, 3, 1, 1, 1, 1},     {2, 3, 5, 7, 4, 3, 1, 1, 1, 2, 0},   {2, 2, 3, 2, 3, 3, 5, 1, 1, 1, 2},
 };
 
 std::string describe(const Conv2dGeometry& g) {
