@@ -60,56 +60,8 @@ ValidRange valid_columns(int64_t OW, int64_t W, int64_t stride, int64_t pad, int
   return {lo, hi};
 }
 
-// Stride 1 with rows as wide as the input's (OW == W, "same" padding across): the OH rows of tap (kh, kw) then read
-// one contiguous run of the input plane, moved by `offset` elements, so a tap is one long copy (or add) instead of OH
-// short ones; only the rows above and below the plane and the columns off a row's edge need more.
-bool plane_taps(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w == 1 && g.OW() == g.W; }
-
-struct PlaneTap {
-  int64_t first_row, end_row;  // output rows [first_row, end_row) read input rows inside the plane
-  int64_t offset;              // output element q of those rows reads input element q + offset
-  int64_t begin, end;          // the elements q whose input q + offset lies in the plane; the rest are off an edge
-  ValidRange columns;          // the columns inside the plane (those outside are zero in im2col, dropped in col2im)
-};
-PlaneTap plane_tap(const Conv2dGeometry& g, int64_t kh, int64_t kw) {
-  const int64_t OH = g.OH(), OW = g.OW();
-  PlaneTap t;
-  t.first_row = std::clamp<int64_t>(g.pad_h - kh, 0, OH);
-  t.end_row = std::clamp<int64_t>(g.H + g.pad_h - kh, t.first_row, OH);
-  t.offset = (kh - g.pad_h) * g.W + (kw - g.pad_w);
-  t.begin = std::max(t.first_row * OW, -t.offset);
-  t.end = std::max(t.begin, std::min(t.end_row * OW, g.H * g.W - t.offset));
-  t.columns = valid_columns(OW, g.W, 1, g.pad_w, kw);
-  return t;
-}
-
-// Zeroes the elements of rows [first_row, end_row) of one tap's row of col whose columns lie off the plane's edge.
-template <typename T> void zero_edge_columns(const PlaneTap& t, int64_t OW, T* row) {
-  for (int64_t oh = t.first_row; oh < t.end_row; ++oh) {
-    T* r = row + oh * OW;
-    for (int64_t ow = 0; ow < t.columns.lo; ++ow) r[ow] = T(0);
-    for (int64_t ow = t.columns.hi; ow < OW; ++ow) r[ow] = T(0);
-  }
-}
-
-template <typename T> void im2col_planes(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
-  const int64_t OH = g.OH(), OW = g.OW();
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const PlaneTap t = plane_tap(g, kh, kw);
-        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
-        const T* in = x + c * g.H * g.W + t.offset;
-        std::fill(row, row + t.first_row * OW, T(0));
-        for (int64_t q = t.begin; q < t.end; ++q) row[q] = in[q];  // [first_row * OW, begin) and [end, end_row * OW)
-        zero_edge_columns(t, OW, row);                             // are off an edge, zeroed with the other columns
-        std::fill(row + t.end_row * OW, row + OH * OW, T(0));
-      }
-}
-
 // col (C*KH*KW rows, OH*OW columns of one image starting at `col`, row stride ld) from one image.
 template <typename T> void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
-  if (plane_taps(g)) return im2col_planes(g, x, col, ld);
   const int64_t OH = g.OH(), OW = g.OW();
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
@@ -137,27 +89,10 @@ template <typename T> void im2col(const Conv2dGeometry& g, const T* x, T* col, i
       }
 }
 
-// col2im by planes: the entries off a row's edge are zeroed in col first, so that each tap adds one contiguous run
-// (an added +0 leaves a pixel's sum as it was: the sum starts at +0 and so never is -0), in the same tap order.
-template <typename T> void col2im_planes(const Conv2dGeometry& g, T* col, int64_t ld, T* dx) {
-  const int64_t OW = g.OW();
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const PlaneTap t = plane_tap(g, kh, kw);
-        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
-        T* out = dx + c * g.H * g.W + t.offset;
-        zero_edge_columns(t, OW, row);
-        for (int64_t q = t.begin; q < t.end; ++q) out[q] += row[q];
-      }
-}
-
-// dx (one image, overwritten) = the sum of every col entry into the pixel it was copied from. col is scratch: the
-// plane path overwrites its entries that lie off an edge.
-template <typename T> void col2im(const Conv2dGeometry& g, T* col, int64_t ld, T* dx) {
+// dx (one image, overwritten) = the sum of every col entry into the pixel it was copied from.
+template <typename T> void col2im(const Conv2dGeometry& g, const T* col, int64_t ld, T* dx) {
   const int64_t OH = g.OH(), OW = g.OW();
   std::fill(dx, dx + g.C * g.H * g.W, T(0));
-  if (plane_taps(g)) return col2im_planes(g, col, ld, dx);
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
@@ -177,16 +112,100 @@ template <typename T> void col2im(const Conv2dGeometry& g, T* col, int64_t ld, T
       }
 }
 
+// Stride 1 with rows as wide as the input's (OW == W, "same" padding across): the OH rows of tap (kh, kw) then read
+// one contiguous run of the input plane, moved by `offset` elements, so a tap is one long copy (or add) instead of OH
+// short ones; only the rows above and below the plane and the columns off a row's edge need more.
+bool plane_taps(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w == 1 && g.OW() == g.W; }
+
+struct PlaneTap {
+  int64_t first_row, end_row;  // output rows [first_row, end_row) read input rows inside the plane
+  int64_t offset;              // output element q of those rows reads input element q + offset
+  int64_t begin, end;          // the elements q whose input q + offset lies in the plane; the rest are off an edge
+  ValidRange columns;          // the columns inside the plane (those outside are zero in im2col, dropped in col2im)
+};
+
+// Every tap's, in (kh, kw) order.
+std::vector<PlaneTap> plane_taps_of(const Conv2dGeometry& g) {
+  const int64_t OH = g.OH(), OW = g.OW();
+  std::vector<PlaneTap> taps;
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      PlaneTap t;
+      t.first_row = std::clamp<int64_t>(g.pad_h - kh, 0, OH);
+      t.end_row = std::clamp<int64_t>(g.H + g.pad_h - kh, t.first_row, OH);
+      t.offset = (kh - g.pad_h) * g.W + (kw - g.pad_w);
+      t.begin = std::max(t.first_row * OW, -t.offset);
+      t.end = std::max(t.begin, std::min(t.end_row * OW, g.H * g.W - t.offset));
+      t.columns = valid_columns(OW, g.W, 1, g.pad_w, kw);
+      taps.push_back(t);
+    }
+  return taps;
+}
+
+// Zeroes the elements of rows [first_row, end_row) of one tap's row of col whose columns lie off the plane's edge,
+// a column at a time: as row-wise loops GCC makes them memset calls of one element each.
+template <typename T> void zero_edge_columns(const PlaneTap& t, int64_t OW, T* row) {
+  auto zero_column = [&](int64_t ow) {
+    for (int64_t oh = t.first_row; oh < t.end_row; ++oh) row[oh * OW + ow] = T(0);
+  };
+  for (int64_t ow = 0; ow < t.columns.lo; ++ow) zero_column(ow);
+  for (int64_t ow = t.columns.hi; ow < OW; ++ow) zero_column(ow);
+}
+
+// im2col of one image by planes.
+template <typename T>
+void im2col_planes(const Conv2dGeometry& g, const std::vector<PlaneTap>& taps, const T* x, T* col, int64_t ld) {
+  const int64_t OH = g.OH(), OW = g.OW(), KK = g.KH * g.KW;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t k = 0; k < KK; ++k) {
+      const PlaneTap& t = taps[static_cast<size_t>(k)];
+      T* row = col + (c * KK + k) * ld;
+      const T* in = x + c * g.H * g.W + t.offset;
+      for (int64_t q = 0; q < t.first_row * OW; ++q) row[q] = T(0);
+      for (int64_t q = t.begin; q < t.end; ++q) row[q] = in[q];  // [first_row * OW, begin) and [end, end_row * OW)
+      zero_edge_columns(t, OW, row);                             // are off an edge, zeroed with the other columns
+      for (int64_t q = t.end_row * OW; q < OH * OW; ++q) row[q] = T(0);
+    }
+}
+
+// col2im of one image by planes: the entries off a row's edge are zeroed in col (scratch) first, so that each tap adds
+// one contiguous run; an added +0 leaves a pixel's sum as it was (the sum starts at +0, so it never is -0), and each
+// pixel gets its taps in the same order as col2im's, so the bits are col2im's.
+template <typename T>
+void col2im_planes(const Conv2dGeometry& g, const std::vector<PlaneTap>& taps, T* col, int64_t ld, T* dx) {
+  const int64_t OW = g.OW(), KK = g.KH * g.KW;
+  std::fill(dx, dx + g.C * g.H * g.W, T(0));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t k = 0; k < KK; ++k) {
+      const PlaneTap& t = taps[static_cast<size_t>(k)];
+      T* row = col + (c * KK + k) * ld;
+      T* out = dx + c * g.H * g.W + t.offset;
+      zero_edge_columns(t, OW, row);
+      for (int64_t q = t.begin; q < t.end; ++q) out[q] += row[q];
+    }
+}
+
 // The per-image steps of one chunk of `chunk` images. A chunk's matrices are (rows, chunk * P) with image j
 // at columns [j * P, (j + 1) * P). A chunk is one thread's task, so these loops stay serial.
 template <typename T> void im2col_chunk(const Conv2dGeometry& g, const T* x, int64_t chunk, T* col) {
   const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
-  for (int64_t j = 0; j < chunk; ++j) im2col(g, x + j * in_image, col + j * P, chunk * P);
+  if (!plane_taps(g)) {
+    for (int64_t j = 0; j < chunk; ++j) im2col(g, x + j * in_image, col + j * P, chunk * P);
+    return;
+  }
+  const std::vector<PlaneTap> taps = plane_taps_of(g);
+  for (int64_t j = 0; j < chunk; ++j) im2col_planes(g, taps, x + j * in_image, col + j * P, chunk * P);
 }
 
+// col is scratch: by planes, its entries off an edge are overwritten.
 template <typename T> void col2im_chunk(const Conv2dGeometry& g, T* col, int64_t chunk, T* dx) {
   const int64_t P = g.OH() * g.OW(), in_image = g.C * g.H * g.W;
-  for (int64_t j = 0; j < chunk; ++j) col2im(g, col + j * P, chunk * P, dx + j * in_image);
+  if (!plane_taps(g)) {
+    for (int64_t j = 0; j < chunk; ++j) col2im(g, col + j * P, chunk * P, dx + j * in_image);
+    return;
+  }
+  const std::vector<PlaneTap> taps = plane_taps_of(g);
+  for (int64_t j = 0; j < chunk; ++j) col2im_planes(g, taps, col + j * P, chunk * P, dx + j * in_image);
 }
 
 // rows (OC, chunk * P) from the chunk's NCHW gradient dy.
