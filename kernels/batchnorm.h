@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/common.h"
+#include "kernels/pool.h"
 
 namespace ember::kernels {
 
@@ -56,6 +57,20 @@ template <typename T>
 void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias,
                              const T* running_mean, const T* running_var, T eps, bool relu, T* y, T* save_invstd);
 template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a);
+
+// BatchNorm -> ReLU -> MaxPool2d as one kernel (the CNN's block; host only, its CUDA form runs the two kernels):
+// each normalised (image, channel) plane is pooled while it is in the cache, so the full-size ReLU output is never
+// written, and backward rebuilds each plane's masked gradient the same way. The bits of the kernels one after the
+// other. p: the pool's geometry over x (N, C, H, W); y, argmax and (backward) dy and relu_output (the pooled
+// output) are (N, C, OH, OW); a.relu is implied.
+template <typename T>
+void batch_norm_relu_pool_forward_train(const Pool2dGeometry& p, const BatchNormTrainArgs<T>& a, int32_t* argmax);
+template <typename T>
+void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, const T* weight, const T* bias,
+                                       const T* running_mean, const T* running_var, T eps, T* y, int32_t* argmax,
+                                       T* save_invstd);
+template <typename T>
+void batch_norm_relu_pool_backward(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax);
 }  // namespace cpu
 
 namespace cuda {

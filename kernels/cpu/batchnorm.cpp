@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/pool_plane.h"
 
 namespace ember::kernels {
 
@@ -107,77 +109,78 @@ template <bool kRelu, typename T> inline T masked(const T* dy, const T* y, int64
   return out > T(0) ? d : T(0);
 }
 
-// Over one channel: sum(g) and sum(g * (x - mean)) for g = dy, masked by relu_output > 0 when kRelu.
+// Over one row of a channel: adds sum(g) and sum(g * (x - mean)) into the totals, for g = dy, masked by
+// relu_output > 0 when kRelu.
 template <bool kRelu, typename T>
-void gradient_sums(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a, int64_t c, double* sg, double* sgx) {
-  const T mean = a.mean[c];
-  double total_g = 0, total_gx = 0;
-  for (int64_t n = 0; n < g.N; ++n) {
-    const int64_t base = (n * g.C + c) * g.HW;
-    const T *x = a.x + base, *dy = a.dy + base, *y = kRelu ? a.relu_output + base : nullptr;
-    if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
-    for (int64_t start = 0; start < g.HW; start += kBlock) {
-      const int64_t end = std::min(g.HW, start + kBlock);
-      Vec<T> p[kVectors<T>] = {}, q[kVectors<T>] = {};
-      int64_t i = start;
-      for (; i + kLanes <= end; i += kLanes)
-        for (int v = 0; v < kVectors<T>; ++v) {
-          const int64_t k = i + v * kWidth<T>;
-          Vec<T> gi = load(dy + k);
-          if constexpr (kRelu) gi = load(y + k) > Vec<T>{} ? gi : Vec<T>{};
-          p[v] += gi;
-          q[v] += gi * (load(x + k) - mean);
-        }
-      for (; i < end; ++i) {
-        const T gi = masked<kRelu>(dy, y, i);
-        p[0][0] += gi;
-        q[0][0] += gi * (x[i] - mean);
+void row_gradient_sums(int64_t HW, const T* x, const T* dy, const T* y, T mean, double* total_g, double* total_gx) {
+  for (int64_t start = 0; start < HW; start += kBlock) {
+    const int64_t end = std::min(HW, start + kBlock);
+    Vec<T> p[kVectors<T>] = {}, q[kVectors<T>] = {};
+    int64_t i = start;
+    for (; i + kLanes <= end; i += kLanes)
+      for (int v = 0; v < kVectors<T>; ++v) {
+        const int64_t k = i + v * kWidth<T>;
+        Vec<T> gi = load(dy + k);
+        if constexpr (kRelu) gi = load(y + k) > Vec<T>{} ? gi : Vec<T>{};
+        p[v] += gi;
+        q[v] += gi * (load(x + k) - mean);
       }
-      flush<T>(p, &total_g);
-      flush<T>(q, &total_gx);
-    }
-  }
-  *sg = total_g;
-  *sgx = total_gx * static_cast<double>(a.invstd[c]);
-}
-
-// dx = scale * (g - mean_g - (x - mean) * invstd * mean_gx) over one channel.
-template <bool kRelu, typename T>
-void input_gradient(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a, int64_t c, T scale, T mean_g,
-                    T mean_gx) {
-  const T mean = a.mean[c], invstd = a.invstd[c];
-  for (int64_t n = 0; n < g.N; ++n) {
-    const int64_t base = (n * g.C + c) * g.HW;
-    const T *x = a.x + base, *dy = a.dy + base, *y = kRelu ? a.relu_output + base : nullptr;
-    T* dx = a.dx + base;
-    if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
-    for (int64_t i = 0; i < g.HW; ++i) {
+    for (; i < end; ++i) {
       const T gi = masked<kRelu>(dy, y, i);
-      dx[i] = scale * (gi - mean_g - (x[i] - mean) * invstd * mean_gx);
+      p[0][0] += gi;
+      q[0][0] += gi * (x[i] - mean);
     }
+    flush<T>(p, total_g);
+    flush<T>(q, total_gx);
   }
 }
 
-// y = x * scale + shift over one channel, then ReLU when asked.
+// What dx of one channel needs: dx = scale * (g - mean_g - (x - mean) * invstd * mean_gx).
+template <typename T> struct InputGradient {
+  T scale, mean_g, mean_gx, mean, invstd;
+};
+
+template <bool kRelu, typename T>
+void row_input_gradient(int64_t HW, const InputGradient<T>& k, const T* x, const T* dy, const T* y, T* dx) {
+  for (int64_t i = 0; i < HW; ++i) {
+    const T gi = masked<kRelu>(dy, y, i);
+    dx[i] = k.scale * (gi - k.mean_g - (x[i] - k.mean) * k.invstd * k.mean_gx);
+  }
+}
+
+// y = x * scale + shift over one row, then ReLU when asked.
+template <typename T> void affine_row(int64_t HW, const T* in, T scale, T shift, bool relu, T* out) {
+  if (relu) {
+    for (int64_t i = 0; i < HW; ++i) {
+      const T v = in[i] * scale + shift;
+      out[i] = v < T(0) ? T(0) : v;
+    }
+  } else {
+    for (int64_t i = 0; i < HW; ++i) out[i] = in[i] * scale + shift;
+  }
+}
+
 template <typename T> void affine_channel(const BatchNormGeometry& g, const T* x, int64_t c, T scale, T shift, bool relu,
                                           T* y) {
   for (int64_t n = 0; n < g.N; ++n) {
     const T* in = x + (n * g.C + c) * g.HW;
-    T* out = y + (n * g.C + c) * g.HW;
     if (n + 1 < g.N) prefetch_next(g, in);
-    if (relu) {
-      for (int64_t i = 0; i < g.HW; ++i) {
-        const T v = in[i] * scale + shift;
-        out[i] = v < T(0) ? T(0) : v;
-      }
-    } else {
-      for (int64_t i = 0; i < g.HW; ++i) out[i] = in[i] * scale + shift;
-    }
+    affine_row(g.HW, in, scale, shift, relu, y + (n * g.C + c) * g.HW);
   }
 }
 
-// Statistics, running statistics and output of channel c in training mode.
-template <typename T> void train_channel(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a, int64_t c) {
+// A channel's normalisation as one affine map, y = x * scale + shift.
+template <typename T> struct Affine {
+  T scale, shift;
+};
+template <typename T> Affine<T> affine_of(double mean, double invstd, const T* weight, const T* bias, int64_t c) {
+  const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
+  const double b = bias != nullptr ? static_cast<double>(bias[c]) : 0.0;
+  return {static_cast<T>(w * invstd), static_cast<T>(b - mean * w * invstd)};
+}
+
+// The batch statistics of channel c, saved and moved into the running ones; returns its map in training mode.
+template <typename T> Affine<T> train_statistics(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a, int64_t c) {
   const double M = static_cast<double>(g.N * g.HW);
   const T shift = a.x[c * g.HW];
   double s1 = 0, s2 = 0;
@@ -193,26 +196,109 @@ template <typename T> void train_channel(const BatchNormGeometry& g, const Batch
     a.running_mean[c] = static_cast<T>((1 - m) * static_cast<double>(a.running_mean[c]) + m * mean);
     a.running_var[c] = static_cast<T>((1 - m) * static_cast<double>(a.running_var[c]) + m * var * M / (M - 1));
   }
-  const double w = a.weight != nullptr ? static_cast<double>(a.weight[c]) : 1.0;
-  const double b = a.bias != nullptr ? static_cast<double>(a.bias[c]) : 0.0;
-  affine_channel(g, a.x, c, static_cast<T>(w * invstd), static_cast<T>(b - mean * w * invstd), a.relu, a.y);
+  return affine_of(mean, invstd, a.weight, a.bias, c);
 }
 
-// Both gradient sums of channel c, the parameter gradients, then dx.
-template <typename T> void backward_channel(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a, int64_t c) {
+// Channel c's map in eval mode, from the running statistics (1 / sqrt(running_var + eps) saved when asked).
+template <typename T>
+Affine<T> eval_affine(const T* weight, const T* bias, const T* running_mean, const T* running_var, T eps, T* save_invstd,
+                      int64_t c) {
+  const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + static_cast<double>(eps));
+  if (save_invstd != nullptr) save_invstd[c] = static_cast<T>(invstd);
+  return affine_of(static_cast<double>(running_mean[c]), invstd, weight, bias, c);
+}
+
+// From channel c's sums sum(g) and sum(g * (x - mean)): the parameter gradients, and what its dx needs.
+template <typename T>
+InputGradient<T> channel_gradients(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a, int64_t c, double sum_g,
+                                   double sum_gx_centred) {
   const double M = static_cast<double>(g.N * g.HW);
-  const bool relu = a.relu_output != nullptr;
-  double sum_g = 0, sum_gx = 0;  // sum(g), sum(g * xhat): g is dy under the ReLU mask
-  if (relu) gradient_sums<true>(g, a, c, &sum_g, &sum_gx);
-  else gradient_sums<false>(g, a, c, &sum_g, &sum_gx);
+  const double sum_gx = sum_gx_centred * static_cast<double>(a.invstd[c]);  // sum(g * xhat)
   if (a.dweight != nullptr) a.dweight[c] += static_cast<T>(sum_gx);
   if (a.dbias != nullptr) a.dbias[c] += static_cast<T>(sum_g);
   const T scale = (a.weight != nullptr ? a.weight[c] : T(1)) * a.invstd[c];
   // With batch statistics the mean and variance move with x: dx = scale * (g - mean(g) - xhat * mean(g xhat)).
   const T mean_g = a.batch_stats ? static_cast<T>(sum_g / M) : T(0);
   const T mean_gx = a.batch_stats ? static_cast<T>(sum_gx / M) : T(0);
-  if (relu) input_gradient<true>(g, a, c, scale, mean_g, mean_gx);
-  else input_gradient<false>(g, a, c, scale, mean_g, mean_gx);
+  return {scale, mean_g, mean_gx, a.mean[c], a.invstd[c]};
+}
+
+// Both gradient sums of channel c, the parameter gradients, then dx.
+template <bool kRelu, typename T>
+void backward_channel(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a, int64_t c) {
+  double sum_g = 0, sum_gx = 0;  // g is dy under the ReLU mask
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t base = (n * g.C + c) * g.HW;
+    const T *x = a.x + base, *dy = a.dy + base, *y = kRelu ? a.relu_output + base : nullptr;
+    if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
+    row_gradient_sums<kRelu>(g.HW, x, dy, y, a.mean[c], &sum_g, &sum_gx);
+  }
+  const InputGradient<T> k = channel_gradients(g, a, c, sum_g, sum_gx);
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t base = (n * g.C + c) * g.HW;
+    const T *x = a.x + base, *dy = a.dy + base, *y = kRelu ? a.relu_output + base : nullptr;
+    if (n + 1 < g.N) prefetch_next_backward<kRelu>(g, x, dy, y);
+    row_input_gradient<kRelu>(g.HW, k, x, dy, y, a.dx + base);
+  }
+}
+
+// ---- BatchNorm -> ReLU -> MaxPool2d: each (image, channel) plane goes through a per-thread buffer ----
+
+BatchNormGeometry norm_geometry(const Pool2dGeometry& p) { return {p.N, p.C, p.H * p.W}; }
+
+template <typename T> T* plane_buffer(int64_t HW) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < static_cast<size_t>(HW)) buffer.resize(static_cast<size_t>(HW));
+  return buffer.data();
+}
+
+// Channel c normalised and clamped a plane at a time, each plane pooled while it is in the buffer.
+template <typename T>
+void normalise_pool_channel(const Pool2dGeometry& p, const T* x, int64_t c, Affine<T> f, T* y, int32_t* argmax) {
+  const BatchNormGeometry g = norm_geometry(p);
+  const int64_t P = p.OH() * p.OW();
+  T* plane = plane_buffer<T>(g.HW);
+  for (int64_t n = 0; n < g.N; ++n) {
+    const T* in = x + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, in);
+    affine_row(g.HW, in, f.scale, f.shift, true, plane);
+    max_pool2d_plane(p, plane, y + (n * g.C + c) * P, argmax + (n * g.C + c) * P);
+  }
+}
+
+// Plane (n, c) of the gradient batch_norm_backward reads, masked: each window's gradient added at its argmax into
+// zeros, as the pool's backward does, but only where the ReLU's output was positive. A window's winner holds the
+// window's output (the pooled output, relu_output here), so that is the mask, the same for every window of a pixel;
+// a masked pixel gets +0 + +0, the +0 the mask gives it.
+// Plane (n, c) of the gradient batch_norm_backward reads, masked: the pool's backward with the ReLU's mask. A
+// window's winner holds the window's output (relu_output here), so that output > 0 is the mask, and a masked pixel
+// gets the +0 the mask gives it.
+template <typename T>
+void masked_plane(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax, int64_t plane_index,
+                  T* plane) {
+  const int64_t offset = plane_index * p.OH() * p.OW();
+  relu_max_pool2d_plane_backward(p, a.dy + offset, a.relu_output + offset, argmax + offset, plane);
+}
+
+// backward_channel with each plane's masked gradient rebuilt in the buffer: the same sums in the same order.
+template <typename T>
+void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax, int64_t c) {
+  const BatchNormGeometry g = norm_geometry(p);
+  T* plane = plane_buffer<T>(g.HW);
+  double sum_g = 0, sum_gx = 0;
+  for (int64_t n = 0; n < g.N; ++n) {
+    const T* x = a.x + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, x);
+    masked_plane(p, a, argmax, n * g.C + c, plane);
+    row_gradient_sums<false>(g.HW, x, plane, static_cast<const T*>(nullptr), a.mean[c], &sum_g, &sum_gx);
+  }
+  const InputGradient<T> k = channel_gradients(g, a, c, sum_g, sum_gx);
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t base = (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, a.x + base);
+    masked_plane(p, a, argmax, n * g.C + c, plane);
+    row_input_gradient<false>(g.HW, k, a.x + base, plane, static_cast<const T*>(nullptr), a.dx + base);
+  }
 }
 
 }  // namespace
@@ -220,7 +306,10 @@ template <typename T> void backward_channel(const BatchNormGeometry& g, const Ba
 template <typename T> void batch_norm_forward_train(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a) {
   detail::check_batch_norm("cpu::batch_norm_forward_train", g, true, static_cast<double>(a.eps));
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) train_channel(g, a, c);
+    for (int64_t c = first; c < last; ++c) {
+      const Affine<T> f = train_statistics(g, a, c);
+      affine_channel(g, a.x, c, f.scale, f.shift, a.relu, a.y);
+    }
   });
   if (a.num_batches_tracked != nullptr) ++*a.num_batches_tracked;
 }
@@ -231,12 +320,8 @@ void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* we
   detail::check_batch_norm("cpu::batch_norm_forward_eval", g, false, static_cast<double>(eps));
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
-      const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + static_cast<double>(eps));
-      const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
-      const double b = bias != nullptr ? static_cast<double>(bias[c]) : 0.0;
-      const double mean = static_cast<double>(running_mean[c]);
-      if (save_invstd != nullptr) save_invstd[c] = static_cast<T>(invstd);
-      affine_channel(g, x, c, static_cast<T>(w * invstd), static_cast<T>(b - mean * w * invstd), relu, y);
+      const Affine<T> f = eval_affine(weight, bias, running_mean, running_var, eps, save_invstd, c);
+      affine_channel(g, x, c, f.scale, f.shift, relu, y);
     }
   });
 }
@@ -244,7 +329,41 @@ void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* we
 template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a) {
   detail::check_batch_norm("cpu::batch_norm_backward", g, a.batch_stats, 1.0);
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) backward_channel(g, a, c);
+    for (int64_t c = first; c < last; ++c) {
+      if (a.relu_output != nullptr) backward_channel<true>(g, a, c);
+      else backward_channel<false>(g, a, c);
+    }
+  });
+}
+
+template <typename T>
+void batch_norm_relu_pool_forward_train(const Pool2dGeometry& p, const BatchNormTrainArgs<T>& a, int32_t* argmax) {
+  detail::check_batch_norm("cpu::batch_norm_relu_pool_forward_train", norm_geometry(p), true, static_cast<double>(a.eps));
+  detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_forward_train", p);
+  parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) normalise_pool_channel(p, a.x, c, train_statistics(norm_geometry(p), a, c), a.y, argmax);
+  });
+  if (a.num_batches_tracked != nullptr) ++*a.num_batches_tracked;
+}
+
+template <typename T>
+void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, const T* weight, const T* bias,
+                                       const T* running_mean, const T* running_var, T eps, T* y, int32_t* argmax,
+                                       T* save_invstd) {
+  detail::check_batch_norm("cpu::batch_norm_relu_pool_forward_eval", norm_geometry(p), false, static_cast<double>(eps));
+  detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_forward_eval", p);
+  parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c)
+      normalise_pool_channel(p, x, c, eval_affine(weight, bias, running_mean, running_var, eps, save_invstd, c), y, argmax);
+  });
+}
+
+template <typename T>
+void batch_norm_relu_pool_backward(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax) {
+  detail::check_batch_norm("cpu::batch_norm_relu_pool_backward", norm_geometry(p), a.batch_stats, 1.0);
+  detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_backward", p);
+  parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) pool_backward_channel(p, a, argmax, c);
   });
 }
 
@@ -252,7 +371,12 @@ template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const
   template void batch_norm_forward_train<T>(const BatchNormGeometry&, const BatchNormTrainArgs<T>&);          \
   template void batch_norm_forward_eval<T>(const BatchNormGeometry&, const T*, const T*, const T*, const T*,  \
                                            const T*, T, bool, T*, T*);                                        \
-  template void batch_norm_backward<T>(const BatchNormGeometry&, const BatchNormBackwardArgs<T>&);
+  template void batch_norm_backward<T>(const BatchNormGeometry&, const BatchNormBackwardArgs<T>&);          \
+  template void batch_norm_relu_pool_forward_train<T>(const Pool2dGeometry&, const BatchNormTrainArgs<T>&, int32_t*); \
+  template void batch_norm_relu_pool_forward_eval<T>(const Pool2dGeometry&, const T*, const T*, const T*,        \
+                                                     const T*, const T*, T, T*, int32_t*, T*);                   \
+  template void batch_norm_relu_pool_backward<T>(const Pool2dGeometry&, const BatchNormBackwardArgs<T>&,          \
+                                                 const int32_t*);
 EMBER_INSTANTIATE_BATCHNORM(float)
 EMBER_INSTANTIATE_BATCHNORM(double)
 #undef EMBER_INSTANTIATE_BATCHNORM

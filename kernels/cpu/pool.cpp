@@ -2,7 +2,9 @@
 #include "kernels/pool.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -13,6 +15,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/pool_plane.h"
 
 namespace ember::kernels {
 
@@ -115,6 +118,23 @@ int64_t windows_2x2_sse(const float* r0, const float* r1, int64_t OW, int32_t to
   if (OW % 4 != 0) windows_2x2_sse4(r0, r1, OW - 4, top, W, out, idx);
   return OW;
 }
+
+// The ReLU-masked backward of four adjacent 2x2 windows [ow, ow + 4) of one output row: each window's gradient,
+// kept where its output is positive (as 0 + g, what the generic scatter into zeros stores), written at its argmax
+// and zero at its other three pixels, interleaved back into the two input rows.
+inline void unpool_2x2_sse4(const float* grad, const float* pooled, const int32_t* idx, int64_t ow, int32_t top,
+                            int32_t W, float* r0, float* r1) {
+  const __m128 positive = _mm_cmpgt_ps(_mm_loadu_ps(pooled + ow), _mm_setzero_ps());
+  const __m128 v = _mm_add_ps(_mm_setzero_ps(), _mm_and_ps(positive, _mm_loadu_ps(grad + ow)));
+  const __m128i col = _mm_add_epi32(_mm_set1_epi32(top + static_cast<int32_t>(2 * ow)), _mm_setr_epi32(0, 2, 4, 6));
+  const __m128i at = _mm_sub_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(idx + ow)), col);
+  auto where = [&](int32_t k) { return _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(at, _mm_set1_epi32(k))), v); };
+  const __m128 a = where(0), b = where(1), c = where(W), d = where(W + 1);
+  _mm_storeu_ps(r0 + 2 * ow, _mm_unpacklo_ps(a, b));
+  _mm_storeu_ps(r0 + 2 * ow + 4, _mm_unpackhi_ps(a, b));
+  _mm_storeu_ps(r1 + 2 * ow, _mm_unpacklo_ps(c, d));
+  _mm_storeu_ps(r1 + 2 * ow + 4, _mm_unpackhi_ps(c, d));
+}
 #endif
 
 // The CNN's 2x2 windows at stride 2 without padding, without the generic loop's bounds arithmetic.
@@ -134,14 +154,24 @@ template <typename T> void pool_2x2(const Pool2dGeometry& g, const T* in, T* out
   }
 }
 
+// The CNN's pooling: 2x2 windows at stride 2 without padding, which tile the plane.
+bool tiles_2x2(const Pool2dGeometry& g) {
+  return g.KH == 2 && g.KW == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// out > 0 ? g : +0 by masking g's bits: GCC makes the select a branch, which a random mask mispredicts.
+template <typename T> inline T where_positive(T out, T g) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const Bits keep = Bits(0) - static_cast<Bits>(out > T(0));
+  return std::bit_cast<T>(std::bit_cast<Bits>(g) & keep);
+}
+
+}  // namespace
+
 // One (image, channel) plane: the fast path for the CNN's windows, the generic loop for any other.
-template <typename T> void pool_plane(const Pool2dGeometry& g, const T* x, T* y, int32_t* argmax, int64_t plane) {
+template <typename T> void max_pool2d_plane(const Pool2dGeometry& g, const T* in, T* out, int32_t* idx) {
   const int64_t OH = g.OH(), OW = g.OW();
-  const T* in = x + plane * g.H * g.W;
-  T* out = y + plane * OH * OW;
-  int32_t* idx = argmax + plane * OH * OW;
-  if (g.KH == 2 && g.KW == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0)
-    return pool_2x2(g, in, out, idx);
+  if (tiles_2x2(g)) return pool_2x2(g, in, out, idx);
   for (int64_t oh = 0; oh < OH; ++oh)
     for (int64_t ow = 0; ow < OW; ++ow) {
       const auto [value, where] = window_max(g, in, oh, ow);
@@ -150,12 +180,40 @@ template <typename T> void pool_plane(const Pool2dGeometry& g, const T* x, T* y,
     }
 }
 
-}  // namespace
+template <typename T>
+void relu_max_pool2d_plane_backward(const Pool2dGeometry& g, const T* grad, const T* pooled, const int32_t* idx, T* out) {
+  const int64_t OH = g.OH(), OW = g.OW(), W = g.W, HW = g.H * g.W;
+#if defined(__SSE2__)
+  // The CNN's 2x2 tiles, a window of four at a time (the last four of a row overlapping the previous ones, as in
+  // the forward); the pixels past the last tile (odd H or W) get zeros.
+  if (std::is_same_v<T, float> && tiles_2x2(g) && OW >= 4) {
+    const float* gf = reinterpret_cast<const float*>(grad);
+    const float* pf = reinterpret_cast<const float*>(pooled);
+    float* of = reinterpret_cast<float*>(out);
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      float* r0 = of + 2 * oh * W;
+      const int32_t top = static_cast<int32_t>(2 * oh * W), w = static_cast<int32_t>(W);
+      const int64_t row = oh * OW;
+      for (int64_t ow = 0; ow + 4 <= OW; ow += 4) unpool_2x2_sse4(gf + row, pf + row, idx + row, ow, top, w, r0, r0 + W);
+      if (OW % 4 != 0) unpool_2x2_sse4(gf + row, pf + row, idx + row, OW - 4, top, w, r0, r0 + W);
+      for (int64_t x = 2 * OW; x < W; ++x) r0[x] = r0[W + x] = 0.0f;
+    }
+    std::fill(of + 2 * OH * W, of + HW, 0.0f);
+    return;
+  }
+#endif
+  std::fill(out, out + HW, T(0));
+  for (int64_t q = 0; q < OH * OW; ++q) {
+    EMBER_ASSERT(idx[q] >= 0 && idx[q] < HW, "relu_max_pool2d_plane_backward: argmax ", idx[q], " outside a plane of ", HW);
+    out[idx[q]] += where_positive(pooled[q], grad[q]);
+  }
+}
 
 template <typename T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int32_t* argmax) {
   detail::check_pool2d_geometry("cpu::max_pool2d_forward", g);
   parallel_chunks(g.N * g.C, kPlanesPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t plane = first; plane < last; ++plane) pool_plane(g, x, y, argmax, plane);
+    for (int64_t plane = first; plane < last; ++plane)
+      max_pool2d_plane(g, x + plane * g.H * g.W, y + plane * g.OH() * g.OW(), argmax + plane * g.OH() * g.OW());
   });
 }
 
@@ -177,6 +235,8 @@ template <typename T> void max_pool2d_backward(const Pool2dGeometry& g, const T*
 }
 
 #define EMBER_INSTANTIATE_POOL(T)                                                                       \
+  template void max_pool2d_plane<T>(const Pool2dGeometry&, const T*, T*, int32_t*);                     \
+  template void relu_max_pool2d_plane_backward<T>(const Pool2dGeometry&, const T*, const T*, const int32_t*, T*); \
   template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int32_t*);                   \
   template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int32_t*, T*);
 EMBER_INSTANTIATE_POOL(float)

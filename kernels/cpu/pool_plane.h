@@ -1,0 +1,18 @@
+// One (image, channel) plane of max pooling, for the host kernels that pool a plane while it is in the cache
+// (kernels/cpu/batchnorm.cpp's BatchNorm -> ReLU -> MaxPool2d): what max_pool2d_forward does per plane, and the backward that BatchNorm's ReLU mask folds into.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/pool.h"
+
+namespace ember::kernels::cpu {
+
+// out and idx (OH * OW) from the plane `in` (H * W).
+template <typename T> void max_pool2d_plane(const Pool2dGeometry& g, const T* in, T* out, int32_t* idx);
+// out (H * W, overwritten): the gradient of ReLU -> max pooling on one plane (the same as pooling, then ReLU): each
+// window's gradient where its output `pooled` is positive, added at its argmax into zeros.
+template <typename T>
+void relu_max_pool2d_plane_backward(const Pool2dGeometry& g, const T* grad, const T* pooled, const int32_t* idx, T* out);
+
+}  // namespace ember::kernels::cpu
