@@ -167,9 +167,10 @@ std::shared_ptr<nn::Module> make_model(const Architecture& arch, Device device, 
   for (int64_t out : arch.channels) {
     model->push_back(std::make_shared<nn::Conv2d>(in, out, arch.kernel, 1, arch.kernel / 2, true, DType::F32, device,
                                                   generator));
-    model->push_back(std::make_shared<nn::BatchNormReLU>(out, 1e-5, 0.1, DType::F32, device));
+    // BatchNorm2d, ReLU and MaxPool2d(2) fused (nn/fuse.h): the Identities keep the state_dict's indices.
+    model->push_back(std::make_shared<nn::BatchNormReLUPool>(out, ops::Pool2dParams{}, 1e-5, 0.1, DType::F32, device));
     model->push_back(std::make_shared<nn::Identity>());
-    model->push_back(std::make_shared<nn::MaxPool2d>(2));
+    model->push_back(std::make_shared<nn::Identity>());
     in = out;
   }
   model->push_back(std::make_shared<nn::Flatten>());

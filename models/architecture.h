@@ -51,7 +51,7 @@ struct Architecture {
   void check() const;  // ValueError for sizes that cannot build (empty, non-positive, pooled away)
 };
 
-// nn.Sequential(Conv2d, BatchNorm2d+ReLU, MaxPool2d, ..., Flatten, Linear+ReLU, Dropout, ..., Linear) for a CNN,
+// nn.Sequential(Conv2d, BatchNorm2d+ReLU+MaxPool2d, ..., Flatten, Linear+ReLU, Dropout, ..., Linear) for a CNN,
 // Linear+ReLU, ..., Linear for an MLP (the fused pairs of nn/, under PyTorch's state_dict names), a
 // VisionTransformer (models/vit.h) for a ViT, on `device` with weights drawn from `generator`. Dropout layers keep
 // drawing their masks from `generator`: it must outlive the model.

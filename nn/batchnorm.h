@@ -1,5 +1,6 @@
 // BatchNorm2d with PyTorch's parameters (weight, bias) and buffers (running_mean, running_var,
-// num_batches_tracked): batch statistics in train(), running ones in eval(); and its fused form BatchNormReLU.
+// num_batches_tracked): batch statistics in train(), running ones in eval(); and its fused forms BatchNormReLU and
+// BatchNormReLUPool.
 #pragma once
 
 #include "core/ops/batchnorm.h"
@@ -25,9 +26,12 @@ class BatchNorm2d : public Module {
   const Tensor& num_batches_tracked() { return buffer("num_batches_tracked"); }
 
  protected:
-  // BatchNormReLU's: a new layer, or `norm`'s parameters (shared) and buffers, with the ReLU fused in.
+  // The fused forms': a new layer, or `norm`'s parameters (shared) and buffers, with the ReLU fused in.
   BatchNorm2d(int64_t num_features, double eps, double momentum, DType dtype, Device device, bool relu);
   BatchNorm2d(const BatchNorm2d& norm, bool relu);
+  // forward's checks of x: (N, num_features, H, W), more than one value per channel when training.
+  void check_batch(const Tensor& x);
+  ops::BatchNormState norm_state();
 
  private:
   int64_t features_;
@@ -50,6 +54,27 @@ class BatchNormReLU : public BatchNorm2d {
   // Fuses `norm` with the ReLU after it, sharing its Parameters and taking its buffers.
   explicit BatchNormReLU(BatchNorm2d& norm) : BatchNorm2d(norm, true) {}
   std::string type_name() const override { return "BatchNormReLU"; }
+};
+
+// nn.Sequential(BatchNorm2d, ReLU, MaxPool2d) as one module, the CNN's block: one op each way
+// (ops::batch_norm_relu_pool), whose host kernel never writes the normalised batch out. Its parameters and buffers
+// are a BatchNorm2d's, under the same names; nn::fuse() makes it from a BatchNormReLU and the MaxPool2d after it.
+class BatchNormReLUPool : public BatchNorm2d {
+ public:
+  BatchNormReLUPool(int64_t num_features, const ops::Pool2dParams& pool, double eps = 1e-5, double momentum = 0.1,
+                    DType dtype = DType::F32, Device device = Device::cpu());
+  // Fuses `norm` (its ReLU after it is implied) with the pooling after it, sharing its Parameters and buffers.
+  BatchNormReLUPool(BatchNorm2d& norm, const ops::Pool2dParams& pool);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "BatchNormReLUPool"; }
+  const ops::Pool2dParams& pool() const { return pool_; }
+
+ private:
+  ops::Pool2dParams pool_;
+  Tensor input_;
+  ops::BatchNormPoolResult saved_;
+  bool saved_training_ = true;
 };
 
 }  // namespace ember::nn

@@ -6,6 +6,7 @@
 #include "nn/activation.h"
 #include "nn/batchnorm.h"
 #include "nn/linear.h"
+#include "nn/pool.h"
 
 namespace ember::nn {
 
@@ -19,6 +20,30 @@ std::shared_ptr<Module> fused_with_relu(Module& first) {
   return nullptr;
 }
 
+// Replaces child i with `fused`, which takes over its mode and whether it computes its input's gradient.
+void put(Sequential& model, size_t i, std::shared_ptr<Module> fused) {
+  fused->train(model[i].is_training());
+  fused->set_input_grad(model[i].input_grad());
+  model.replace(i, std::move(fused));
+}
+
+// Each BatchNormReLU followed by a MaxPool2d (Identity modules between, such as a fused ReLU's place) becomes a
+// BatchNormReLUPool, and the pool's place an Identity.
+int fuse_pools(Sequential& model) {
+  int fused = 0;
+  for (size_t i = 0; i < model.size(); ++i) {
+    if (typeid(model[i]) != typeid(BatchNormReLU)) continue;
+    size_t j = i + 1;
+    while (j < model.size() && typeid(model[j]) == typeid(Identity)) ++j;
+    if (j == model.size() || typeid(model[j]) != typeid(MaxPool2d)) continue;
+    const ops::Pool2dParams pool = static_cast<MaxPool2d&>(model[j]).params();
+    put(model, i, std::make_shared<BatchNormReLUPool>(static_cast<BatchNorm2d&>(model[i]), pool));
+    model.replace(j, std::make_shared<Identity>());
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 int fuse(Sequential& model) {
@@ -27,13 +52,11 @@ int fuse(Sequential& model) {
     if (typeid(model[i + 1]) != typeid(ReLU)) continue;
     std::shared_ptr<Module> pair = fused_with_relu(model[i]);
     if (pair == nullptr) continue;
-    pair->train(model[i].is_training());
-    pair->set_input_grad(model[i].input_grad());
-    model.replace(i, std::move(pair));
+    put(model, i, std::move(pair));
     model.replace(i + 1, std::make_shared<Identity>());
     ++fused;
   }
-  return fused;
+  return fused + fuse_pools(model);
 }
 
 }  // namespace ember::nn

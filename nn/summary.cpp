@@ -1,6 +1,7 @@
 // summarize(): traces one forward pass and tabulates the layers.
 #include "nn/summary.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -108,16 +109,19 @@ ModelSummary summarize(Module& model, const Shape& input_shape, DType input_dtyp
 std::string ModelSummary::table() const {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-18s %-14s %-16s %12s %12s  %s\n", "layer", "type", "output shape", "params",
-                "bytes", "device");
-  out << line << std::string(86, '-') << '\n';
+  int type_width = 14;  // as wide as the longest type name ("BatchNormReLUPool")
+  for (const auto& l : layers) type_width = std::max(type_width, static_cast<int>(l.type.size()));
+  const std::string rule(static_cast<size_t>(72 + type_width), '-');
+  std::snprintf(line, sizeof line, "%-18s %-*s %-16s %12s %12s  %s\n", "layer", type_width, "type", "output shape",
+                "params", "bytes", "device");
+  out << line << rule << '\n';
   for (const auto& l : layers) {
-    std::snprintf(line, sizeof line, "%-18s %-14s %-16s %12lld %12s  %s\n", l.path.c_str(), l.type.c_str(),
+    std::snprintf(line, sizeof line, "%-18s %-*s %-16s %12lld %12s  %s\n", l.path.c_str(), type_width, l.type.c_str(),
                   shape_str(l.output_shape).c_str(), static_cast<long long>(l.parameters),
                   human_bytes(l.parameter_bytes).c_str(), l.device.str().c_str());
     out << line;
   }
-  out << std::string(86, '-') << '\n';
+  out << rule << '\n';
   out << "parameters: " << parameters << " (" << human_bytes(parameter_bytes) << ", as much again for gradients)\n";
   out << "input: " << human_bytes(input_bytes) << ", activations of one forward pass: " << human_bytes(activation_bytes)
       << '\n';

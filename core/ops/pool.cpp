@@ -2,13 +2,14 @@
 #include "core/checks.h"
 #include "core/dispatch.h"
 #include "core/ops/pool.h"
+#include "core/ops/pool_geometry.h"
 #include "kernels/pool.h"
 
 namespace ember::ops {
 
 namespace k = kernels;
 
-namespace {
+namespace internal {
 
 k::Pool2dGeometry pool_geometry(const char* op, const Shape& x, const Pool2dParams& p) {
   EMBER_CHECK(x.size() == 4, ShapeError, op, "() expects a 4-d input (N, C, H, W), but got shape ", shape_str(x));
@@ -24,7 +25,9 @@ k::Pool2dGeometry pool_geometry(const char* op, const Shape& x, const Pool2dPara
   return g;
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::pool_geometry;
 
 MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dParams& p) {
   check_defined("max_pool2d", {"input", x});

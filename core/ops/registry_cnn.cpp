@@ -1,5 +1,5 @@
 // Registry rows of the CNN families: conv (kernels/conv.h), pool (kernels/pool.h) and batchnorm
-// (kernels/batchnorm.h), on NCHW batches with odd square images.
+// (kernels/batchnorm.h, BatchNorm -> ReLU -> MaxPool2d included), on NCHW batches with odd square images.
 #include <cmath>
 
 #include "core/ops/registry_cases.h"
@@ -152,6 +152,50 @@ OpCase make_batch_norm_backward(int64_t n, DType dtype) {
   return c;
 }
 
+// BatchNorm -> ReLU -> MaxPool2d: x on the grid, so that both devices pick the same winners (normalising keeps a
+// channel's order, and ties stay ties); the forward's 2x2 windows, the backward's overlapping ones.
+template <bool kTraining>
+OpCase make_batch_norm_relu_pool(int64_t n, DType dtype) {
+  Args inputs = batch_norm_inputs(n, dtype);
+  inputs[0] = grid_values(inputs[0].shape(), 89, dtype, -2, 2);
+  OpCase c = case_for(inputs[0].shape());
+  c.inputs = inputs;
+  c.run = [p = pool_params(inputs[0].size(2), false)](Device, Args& a) {
+    BatchNormState state{a[3], a[4], a[5]};
+    BatchNormPoolResult r = ops::batch_norm_relu_pool(a[0], a[1], a[2], state, kTraining, 0.1, 1e-5, p);
+    if (kTraining) return Outputs{r.output, r.argmax, r.mean, r.invstd, a[3], a[4], a[5]};
+    return Outputs{r.output, r.argmax, r.invstd};
+  };
+  c.tolerance = batch_norm_tolerance(dtype);
+  return c;
+}
+
+// dy, x, weight, mean, invstd, the pooled output, argmax, grad_weight, grad_bias; the forward ran on the host.
+template <bool kTraining>
+OpCase make_batch_norm_relu_pool_backward(int64_t n, DType dtype) {
+  Args in = batch_norm_inputs(n, dtype);
+  const Pool2dParams p = pool_params(in[0].size(2), true);
+  BatchNormState state{in[3], in[4], in[5]};
+  const BatchNormPoolResult saved = ops::batch_norm_relu_pool(in[0], in[1], in[2], state, kTraining, 0.1, 1e-5, p);
+  OpCase c = case_for(in[0].shape());
+  c.inputs = {smooth_values(saved.output.shape(), 90, dtype),
+              in[0],
+              in[1],
+              saved.mean.clone(),
+              saved.invstd,
+              saved.output,
+              saved.argmax,
+              smooth_values({kBnChannels}, 91, dtype),
+              smooth_values({kBnChannels}, 92, dtype)};
+  c.run = [p](Device, Args& a) {
+    const BatchNormPoolResult s{a[5], a[6], a[3], a[4]};
+    Tensor dx = ops::batch_norm_relu_pool_backward(a[0], a[1], a[2], s, p, kTraining, a[7], a[8]);
+    return Outputs{dx, a[7], a[8]};
+  };
+  c.tolerance = batch_norm_tolerance(dtype);
+  return c;
+}
+
 }  // namespace
 
 std::vector<OpRow> conv_rows() {
@@ -179,6 +223,7 @@ std::vector<OpRow> batchnorm_rows() {
   const char* cuda_train = "cuda::batch_norm_forward_train";
   const char* cpu_eval = "cpu::batch_norm_forward_eval";
   const char* cuda_eval = "cuda::batch_norm_forward_eval";
+  const char* pool_backward_kernels = "cuda::batch_norm_backward, cuda::relu_backward, cuda::max_pool2d_backward";
   return {
       {"batch_norm_train", "ops::batch_norm", fam, cpu_train, cuda_train, kFloating, make_batch_norm<true, false>},
       {"batch_norm_train_relu", "ops::batch_norm", fam, cpu_train, cuda_train, kFloating, make_batch_norm<true, true>},
@@ -188,6 +233,16 @@ std::vector<OpRow> batchnorm_rows() {
        "cuda::batch_norm_backward", kFloating, make_batch_norm_backward<true>},
       {"batch_norm_backward_eval", "ops::batch_norm_backward", fam, "cpu::batch_norm_backward",
        "cuda::batch_norm_backward", kFloating, make_batch_norm_backward<false>},
+      {"batch_norm_relu_pool_train", "ops::batch_norm_relu_pool", fam, "cpu::batch_norm_relu_pool_forward_train",
+       "cuda::batch_norm_forward_train, cuda::max_pool2d_forward", kFloating, make_batch_norm_relu_pool<true>},
+      {"batch_norm_relu_pool_eval", "ops::batch_norm_relu_pool", fam, "cpu::batch_norm_relu_pool_forward_eval",
+       "cuda::batch_norm_forward_eval, cuda::max_pool2d_forward", kFloating, make_batch_norm_relu_pool<false>},
+      {"batch_norm_relu_pool_backward", "ops::batch_norm_relu_pool_backward", fam,
+       "cpu::batch_norm_relu_pool_backward", pool_backward_kernels, kFloating,
+       make_batch_norm_relu_pool_backward<true>},
+      {"batch_norm_relu_pool_backward_eval", "ops::batch_norm_relu_pool_backward", fam,
+       "cpu::batch_norm_relu_pool_backward", pool_backward_kernels, kFloating,
+       make_batch_norm_relu_pool_backward<false>},
   };
 }
 

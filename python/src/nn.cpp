@@ -146,6 +146,16 @@ void init_layers(py::module_& nn) {
         return std::make_shared<nn::BatchNormReLU>(n, eps, momentum, to_dtype(d), to_device(dev));
       }), py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.1, py::kw_only(),
            py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  ModuleClass<nn::BatchNormReLUPool>(nn, "BatchNormReLUPool")
+      .def(py::init([](int64_t n, const py::object& k, const py::object& s, const py::object& p, double eps,
+                       double momentum, const dt& d, const dt& dev) {
+        std::optional<nn::Size2> stride;
+        if (!s.is_none()) stride = to_size2(s);
+        const ops::Pool2dParams pool = nn::MaxPool2d(to_size2(k), stride, to_size2(p)).params();  // its checks
+        return std::make_shared<nn::BatchNormReLUPool>(n, pool, eps, momentum, to_dtype(d), to_device(dev));
+      }), py::arg("num_features"), py::arg("kernel_size") = 2, py::arg("stride") = py::none(), py::arg("padding") = 0,
+           py::arg("eps") = 1e-5, py::arg("momentum") = 0.1, py::kw_only(), py::arg("dtype") = py::none(),
+           py::arg("device") = py::none());
   ModuleClass<nn::MaxPool2d>(nn, "MaxPool2d")
       .def(py::init([](const py::object& k, const py::object& s, const py::object& p) {
         std::optional<nn::Size2> stride;

@@ -1,5 +1,5 @@
-// Explicit fusion: LinearReLU and BatchNormReLU obey the gradient contract on their own, and nn::fuse() turns a
-// user's Sequential into them without changing a name, an output or a gradient.
+// Explicit fusion: LinearReLU, BatchNormReLU and BatchNormReLUPool obey the gradient contract on their own, and
+// nn::fuse() turns a user's Sequential into them without changing a name, an output or a gradient.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -38,14 +38,16 @@ std::vector<double> values(const Tensor& t) { return t.to(DType::F64).to_vector<
 
 }  // namespace
 
-TEST_CASE("fuse() replaces Linear->ReLU and BatchNorm2d->ReLU, keeping PyTorch's names and the Parameters", "[nn]") {
+TEST_CASE("fuse() replaces Linear->ReLU and BatchNorm2d->ReLU->MaxPool2d, keeping PyTorch's names and the Parameters",
+          "[nn]") {
   auto model = user_model(DType::F32);
   const std::vector<std::string> before = names(*model);
   const auto params = model->parameters();
-  REQUIRE(fuse(*model) == 3);
+  REQUIRE(fuse(*model) == 4);  // two LinearReLU, a BatchNormReLU, then that with the pool
   CHECK(names(*model) == before);  // "1.weight", "5.weight", "8.weight", "10.weight", ...
-  const std::vector<std::string> types = {"Conv2d", "BatchNormReLU", "Identity", "MaxPool2d", "Flatten", "LinearReLU",
-                                          "Identity", "Dropout", "LinearReLU", "Identity", "Linear"};
+  const std::vector<std::string> types = {"Conv2d",     "BatchNormReLUPool", "Identity",   "Identity",
+                                          "Flatten",    "LinearReLU",        "Identity",   "Dropout",
+                                          "LinearReLU", "Identity",          "Linear"};
   for (size_t i = 0; i < types.size(); ++i) CHECK((*model)[i].type_name() == types[i]);
   CHECK((*model)[5].path() == "model.5");
   const auto fused = model->parameters();
@@ -64,6 +66,13 @@ TEST_CASE("fuse() leaves pairs that are not a Linear or BatchNorm2d right before
   CHECK(fuse(*relu_first) == 0);
   CHECK(fuse(*nested) == 0);
   CHECK((*nested)[1].type_name() == "ReLU");
+  // A pool fuses into a BatchNormReLU right before it (Identity modules between), not into a BatchNorm2d alone.
+  auto norm_pool = std::make_shared<Sequential>(std::make_shared<BatchNorm2d>(2), std::make_shared<MaxPool2d>(2));
+  auto relu_pool = std::make_shared<Sequential>(std::make_shared<BatchNormReLU>(2), std::make_shared<MaxPool2d>(2));
+  CHECK(fuse(*norm_pool) == 0);
+  CHECK(fuse(*relu_pool) == 1);
+  CHECK((*relu_pool)[0].type_name() == "BatchNormReLUPool");
+  CHECK((*relu_pool)[1].type_name() == "Identity");
 }
 
 TEST_CASE("A fused Sequential gives the unfused one's outputs and gradients, bit for bit, in train and eval", "[nn]") {
@@ -91,6 +100,19 @@ TEST_CASE("A fused Sequential gives the unfused one's outputs and gradients, bit
       INFO(ga[i].first);
       CHECK(values(gb[i].second->grad) == values(ga[i].second->grad));
     }
+  }
+}
+
+TEST_CASE("Float64 gradient checks of BatchNormReLUPool as a module: 2x2 tiles and overlapping windows, both modes",
+          "[nn]") {
+  for (const ops::Pool2dParams& pool : {ops::Pool2dParams{}, ops::Pool2dParams{3, 3, 2, 2, 1, 1}}) {
+    INFO("window " << pool.kernel_h << " stride " << pool.stride_h << " padding " << pool.pad_h);
+    BatchNormReLUPool block(3, pool, 1e-5, 0.1, DType::F64);
+    block.weight()->value.copy_from(Tensor::from_vector<double>({0.5, 1.5, -1.0}, {3}));
+    block.bias()->value.copy_from(Tensor::from_vector<double>({0.1, -0.2, 0.3}, {3}));
+    ember::test::gradcheck_module(block, Tensor::randn({2, 3, 5, 7}, 6, DType::F64));
+    block.eval();
+    ember::test::gradcheck_module(block, Tensor::randn({2, 3, 5, 7}, 7, DType::F64));
   }
 }
 

@@ -1,5 +1,5 @@
 // Float64 gradient check of a small CNN through cross-entropy on any device: stride 2, padding, odd and
-// non-square sizes, overlapping padded max pooling, BatchNorm fused with ReLU and alone, in train and eval mode.
+// non-square sizes, overlapping padded max pooling, BatchNorm fused with ReLU and pooling, and alone, in train and eval mode.
 // tests/nn runs it on the CPU, tests/cuda on the GPU, so both backends pass the same check.
 #pragma once
 
@@ -22,7 +22,7 @@ inline std::shared_ptr<nn::Sequential> gradcheck_cnn(Device device) {
       std::make_shared<nn::Conv2d>(3, 4, nn::Size2{2, 3}, 1, nn::Size2{0, 1}, true, DType::F64, device, gen),
       std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, DType::F64, device), std::make_shared<nn::Flatten>(),
       std::make_shared<nn::Linear>(16, 5, true, DType::F64, device, gen));
-  nn::fuse(*model);  // the first BatchNorm2d -> ReLU becomes a BatchNormReLU
+  nn::fuse(*model);  // the first BatchNorm2d -> ReLU -> MaxPool2d becomes a BatchNormReLUPool
   return model;
 }
 
