@@ -23,6 +23,7 @@ namespace {
 const std::vector<Pool2dGeometry> kShapes = {
     {4, 3, 8, 8, 2, 2, 2, 2, 0, 0},   {3, 2, 7, 5, 2, 2, 2, 2, 0, 0},   {2, 3, 9, 9, 3, 3, 2, 2, 1, 1},
     {6, 4, 28, 28, 2, 2, 2, 2, 0, 0}, {9, 8, 14, 14, 2, 2, 2, 2, 0, 0}, {2, 2, 40, 36, 2, 2, 2, 2, 0, 0},
+    {2, 3, 9, 11, 2, 2, 2, 2, 0, 0},  // rows of 5 windows (the vector path) with a row and a column past them
 };
 
 template <typename T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
