@@ -1,4 +1,5 @@
-// conv: the default CNN's layers (conv forward, input and weight gradients; BatchNorm2d + ReLU; MaxPool2d)
+// conv: the default CNN's layers (conv forward, input and weight gradients; BatchNorm2d + ReLU; MaxPool2d; the three
+// fused)
 // on the host and on the device, each device result checked against the host's, and one whole training step
 // of the CNN (forward, cross-entropy, backward, SGD) in samples per second.
 #include <algorithm>
@@ -18,7 +19,7 @@ namespace ember::bench {
 namespace {
 
 const char* kConvTable = "conv2d of the default CNN, FP32 (FLOPs = 2 N OC C KH KW OH OW)";
-const char* kNormTable = "BatchNorm2d + ReLU and MaxPool2d at the CNN's shapes (bytes read + written)";
+const char* kNormTable = "BatchNorm2d + ReLU, MaxPool2d and the three fused at the CNN's shapes (bytes read + written)";
 
 // conv1 (1 -> 32 on 28x28) and conv2 (32 -> 64 on 14x14), 3x3 padding 1, each three ways.
 void add_conv_cases(std::vector<LayerCase>& cases, int64_t B) {
@@ -73,6 +74,23 @@ void add_norm_pool_cases(std::vector<LayerCase>& cases, int64_t B) {
     const ops::Pool2dParams pool{2, 2, 2, 2, 0, 0};
     cases.push_back({"conv", kNormTable, "maxpool_forward", "MaxPool2d forward" + shape, B, 0, 1.5 * n * f, {x},
                      [pool](const std::vector<Tensor>& t) { return ops::max_pool2d(t[0], pool).output; }});
+    // The three fused (the CNN's block): x read twice, the pooled output and argmax written; back, x and the
+    // pooled gradient, output and argmax read twice, dx written.
+    cases.push_back({"conv", kNormTable, "bn_relu_pool_forward", "BN+ReLU+pool forward" + shape, B, 0, 2.5 * n * f,
+                     {x, w, b}, [pool](const std::vector<Tensor>& t) {
+                       ops::BatchNormState state{Tensor::zeros({t[1].numel()}, DType::F32, t[0].device()),
+                                                 Tensor::ones({t[1].numel()}, DType::F32, t[0].device()), Tensor()};
+                       return ops::batch_norm_relu_pool(t[0], t[1], t[2], state, true, 0.1, 1e-5, pool).output;
+                     }});
+    const ops::BatchNormPoolResult block = ops::batch_norm_relu_pool(x, w, b, no_running, true, 0.1, 1e-5, pool);
+    const Tensor dpooled = uniform(block.output.shape(), 9);
+    cases.push_back({"conv", kNormTable, "bn_relu_pool_backward", "BN+ReLU+pool backward" + shape, B, 0, 4.5 * n * f,
+                     {x, dpooled, w, block.mean, block.invstd, block.output, block.argmax},
+                     [pool](const std::vector<Tensor>& t) {
+                       Tensor gw = Tensor::zeros(t[2].shape(), DType::F32, t[0].device()), gb = gw.clone();
+                       return ops::batch_norm_relu_pool_backward(t[1], t[0], t[2], {t[5], t[6], t[3], t[4]}, pool,
+                                                                 true, gw, gb);
+                     }});
   }
 }
 
