@@ -1,5 +1,5 @@
-// BatchNorm2d, BatchNormReLU and BatchNormReLUPool: buffers registered under PyTorch's names, so they move, convert and save with
-// the model; one batch_norm op each way.
+// BatchNorm2d, BatchNormReLU and BatchNormReLUPool: buffers registered under PyTorch's names, so they move, convert
+// and save with the model; one op each way.
 #include "nn/batchnorm.h"
 
 namespace ember::nn {

@@ -338,10 +338,12 @@ template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const
 
 template <typename T>
 void batch_norm_relu_pool_forward_train(const Pool2dGeometry& p, const BatchNormTrainArgs<T>& a, int32_t* argmax) {
-  detail::check_batch_norm("cpu::batch_norm_relu_pool_forward_train", norm_geometry(p), true, static_cast<double>(a.eps));
-  detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_forward_train", p);
+  const char* name = "cpu::batch_norm_relu_pool_forward_train";
+  detail::check_batch_norm(name, norm_geometry(p), true, static_cast<double>(a.eps));
+  detail::check_pool2d_geometry(name, p);
   parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) normalise_pool_channel(p, a.x, c, train_statistics(norm_geometry(p), a, c), a.y, argmax);
+    for (int64_t c = first; c < last; ++c)
+      normalise_pool_channel(p, a.x, c, train_statistics(norm_geometry(p), a, c), a.y, argmax);
   });
   if (a.num_batches_tracked != nullptr) ++*a.num_batches_tracked;
 }
@@ -350,11 +352,14 @@ template <typename T>
 void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, const T* weight, const T* bias,
                                        const T* running_mean, const T* running_var, T eps, T* y, int32_t* argmax,
                                        T* save_invstd) {
-  detail::check_batch_norm("cpu::batch_norm_relu_pool_forward_eval", norm_geometry(p), false, static_cast<double>(eps));
-  detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_forward_eval", p);
+  const char* name = "cpu::batch_norm_relu_pool_forward_eval";
+  detail::check_batch_norm(name, norm_geometry(p), false, static_cast<double>(eps));
+  detail::check_pool2d_geometry(name, p);
   parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c)
-      normalise_pool_channel(p, x, c, eval_affine(weight, bias, running_mean, running_var, eps, save_invstd, c), y, argmax);
+    for (int64_t c = first; c < last; ++c) {
+      const Affine<T> f = eval_affine(weight, bias, running_mean, running_var, eps, save_invstd, c);
+      normalise_pool_channel(p, x, c, f, y, argmax);
+    }
   });
 }
 

@@ -204,7 +204,8 @@ void relu_max_pool2d_plane_backward(const Pool2dGeometry& g, const T* grad, cons
 #endif
   std::fill(out, out + HW, T(0));
   for (int64_t q = 0; q < OH * OW; ++q) {
-    EMBER_ASSERT(idx[q] >= 0 && idx[q] < HW, "relu_max_pool2d_plane_backward: argmax ", idx[q], " outside a plane of ", HW);
+    EMBER_ASSERT(idx[q] >= 0 && idx[q] < HW, "relu_max_pool2d_plane_backward: argmax ", idx[q], " outside a plane of ",
+                 HW);
     out[idx[q]] += where_positive(pooled[q], grad[q]);
   }
 }

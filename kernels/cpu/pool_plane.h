@@ -1,5 +1,6 @@
 // One (image, channel) plane of max pooling, for the host kernels that pool a plane while it is in the cache
-// (kernels/cpu/batchnorm.cpp's BatchNorm -> ReLU -> MaxPool2d): what max_pool2d_forward does per plane, and the backward that BatchNorm's ReLU mask folds into.
+// (kernels/cpu/batchnorm.cpp's BatchNorm -> ReLU -> MaxPool2d): what max_pool2d_forward does per plane, and the
+// backward with the ReLU's mask folded in.
 #pragma once
 
 #include <cstdint>

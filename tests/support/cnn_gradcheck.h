@@ -1,5 +1,6 @@
 // Float64 gradient check of a small CNN through cross-entropy on any device: stride 2, padding, odd and
-// non-square sizes, overlapping padded max pooling, BatchNorm fused with ReLU and pooling, and alone, in train and eval mode.
+// non-square sizes, overlapping padded max pooling, BatchNorm fused with ReLU and pooling, and alone, in train and
+// eval mode.
 // tests/nn runs it on the CPU, tests/cuda on the GPU, so both backends pass the same check.
 #pragma once
 
