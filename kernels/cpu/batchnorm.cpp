@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool_plane.h"
+#include "kernels/cpu/stream_store.h"
 
 namespace ember::kernels {
 
@@ -135,16 +136,16 @@ void row_gradient_sums(int64_t HW, const T* x, const T* dy, const T* y, T mean, 
   }
 }
 
-// What dx of one channel needs: dx = scale * (g - mean_g - (x - mean) * invstd * mean_gx).
+// What dx of one channel needs: dx = scale * (g - mean_g - (x - mean) * invstd * mean_gx), for one T or a Vec<T>.
 template <typename T> struct InputGradient {
   T scale, mean_g, mean_gx, mean, invstd;
+  template <typename V> V at(V g, V x) const { return scale * (g - mean_g - (x - mean) * invstd * mean_gx); }
 };
 
 template <bool kRelu, typename T>
 void row_input_gradient(int64_t HW, const InputGradient<T>& k, const T* x, const T* dy, const T* y, T* dx) {
   for (int64_t i = 0; i < HW; ++i) {
-    const T gi = masked<kRelu>(dy, y, i);
-    dx[i] = k.scale * (gi - k.mean_g - (x[i] - k.mean) * k.invstd * k.mean_gx);
+    dx[i] = k.at(masked<kRelu>(dy, y, i), x[i]);
   }
 }
 
@@ -246,9 +247,10 @@ void backward_channel(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>
 
 BatchNormGeometry norm_geometry(const Pool2dGeometry& p) { return {p.N, p.C, p.H * p.W}; }
 
-template <typename T> T* plane_buffer(int64_t HW) {
+// The calling thread's scratch of at least `size` values.
+template <typename T> T* plane_buffer(int64_t size) {
   thread_local std::vector<T> buffer;
-  if (buffer.size() < static_cast<size_t>(HW)) buffer.resize(static_cast<size_t>(HW));
+  if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
   return buffer.data();
 }
 
@@ -266,10 +268,6 @@ void normalise_pool_channel(const Pool2dGeometry& p, const T* x, int64_t c, Affi
   }
 }
 
-// Plane (n, c) of the gradient batch_norm_backward reads, masked: each window's gradient added at its argmax into
-// zeros, as the pool's backward does, but only where the ReLU's output was positive. A window's winner holds the
-// window's output (the pooled output, relu_output here), so that is the mask, the same for every window of a pixel;
-// a masked pixel gets +0 + +0, the +0 the mask gives it.
 // Plane (n, c) of the gradient batch_norm_backward reads, masked: the pool's backward with the ReLU's mask. A
 // window's winner holds the window's output (relu_output here), so that output > 0 is the mask, and a masked pixel
 // gets the +0 the mask gives it.
@@ -280,15 +278,18 @@ void masked_plane(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, co
   relu_max_pool2d_plane_backward(p, a.dy + offset, a.relu_output + offset, argmax + offset, plane);
 }
 
-// backward_channel with each plane's masked gradient rebuilt in the buffer: the same sums in the same order.
+// backward_channel with the channel's masked gradient built once, a plane at a time, into the thread's buffer
+// (N * H * W: 400 KB for the CNN's first block, within L2) and read from there again for dx: the same sums in the
+// same order.
 template <typename T>
 void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax, int64_t c) {
   const BatchNormGeometry g = norm_geometry(p);
-  T* plane = plane_buffer<T>(g.HW);
+  T* planes = plane_buffer<T>(g.N * g.HW);
   double sum_g = 0, sum_gx = 0;
   for (int64_t n = 0; n < g.N; ++n) {
     const T* x = a.x + (n * g.C + c) * g.HW;
     if (n + 1 < g.N) prefetch_next(g, x);
+    T* plane = planes + n * g.HW;
     masked_plane(p, a, argmax, n * g.C + c, plane);
     row_gradient_sums<false>(g.HW, x, plane, static_cast<const T*>(nullptr), a.mean[c], &sum_g, &sum_gx);
   }
@@ -296,9 +297,12 @@ void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<
   for (int64_t n = 0; n < g.N; ++n) {
     const int64_t base = (n * g.C + c) * g.HW;
     if (n + 1 < g.N) prefetch_next(g, a.x + base);
-    masked_plane(p, a, argmax, n * g.C + c, plane);
-    row_input_gradient<false>(g.HW, k, a.x + base, plane, static_cast<const T*>(nullptr), a.dx + base);
+    const T *x = a.x + base, *dy = planes + n * g.HW;  // dx streams: the layer before reads it only after the batch
+    stream_row(
+        g.HW, a.dx + base, [&](auto i) { return k.at(load(dy + i), load(x + i)); },
+        [&](int64_t i) { return k.at(dy[i], x[i]); });
   }
+  stream_fence();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/stream_store.h"
 #include "kernels/linear.h"
 
 namespace ember::kernels {
@@ -216,7 +217,8 @@ template <typename T> void gather_chunk(const Conv2dGeometry& g, const T* dy, in
       std::memcpy(rows + o * chunk * P + j * P, dy + (j * g.OC + o) * P, static_cast<size_t>(P) * sizeof(T));
 }
 
-// The chunk's NCHW output y from the product out (OC, chunk * P), adding the bias on the way.
+// The chunk's NCHW output y from the product out (OC, chunk * P), adding the bias on the way; y streams to memory
+// (the next layer reads it after the rest of the batch is done).
 template <typename T> void scatter_chunk(const Conv2dGeometry& g, const T* out, const T* bias, int64_t chunk, T* y) {
   const int64_t P = g.OH() * g.OW(), cols = chunk * P;
   for (int64_t j = 0; j < chunk; ++j)
@@ -224,7 +226,7 @@ template <typename T> void scatter_chunk(const Conv2dGeometry& g, const T* out, 
       const T* src = out + o * cols + j * P;
       T* dst = y + (j * g.OC + o) * P;
       const T b = bias != nullptr ? bias[o] : T(0);
-      for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + b;
+      stream_row(P, dst, [&](auto p) { return vecmath::load4(src + p) + b; }, [&](int64_t p) { return src[p] + b; });
     }
 }
 
@@ -270,6 +272,7 @@ template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, c
     im2col_chunk(g, x + n0 * in_image, chunk, col);
     gemm<T>(false, false, g.OC, cols, CKK, T(1), weight, CKK, col, cols, T(0), out, cols, nullptr, Epilogue::None);
     scatter_chunk(g, out, bias, chunk, y + n0 * g.OC * P);
+    stream_fence();
   });
 }
 
