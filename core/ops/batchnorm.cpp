@@ -207,7 +207,7 @@ namespace {
 // Whether the host kernels recompute the convolution's planes for these arguments (unchecked: the op checks them).
 bool block_recomputes(const Tensor& x, const Tensor& conv_weight, const Conv2dParams& c) {
   if (!x.defined() || !conv_weight.defined() || !x.device().is_cpu() || x.dtype() != DType::F32 || x.dim() != 4 ||
-      conv_weight.dim() != 4 || x.size(1) != conv_weight.size(1))
+      x.numel() == 0 || conv_weight.dim() != 4 || x.size(1) != conv_weight.size(1))
     return false;
   const k::Conv2dGeometry g{x.size(0),           x.size(1),           x.size(2),  x.size(3), conv_weight.size(0),
                             conv_weight.size(2), conv_weight.size(3), c.stride_h, c.stride_w, c.pad_h, c.pad_w};

@@ -36,22 +36,36 @@ void conv_plane_scalar(const Conv2dGeometry& g, const float* image, const float*
 }
 
 #if EMBER_CONV_PLANE_AVX512
-// Stride 1: 16 outputs of a row per register, the row's tail under a mask (masked lanes load nothing).
+// Stride 1: 16 outputs of a row per register, the row's tail under a mask (masked lanes load nothing). kTaps > 0
+// fixes the taps at compile time (9: a 3x3 filter of one channel, the CNN's first), so the filter stays in registers.
+template <int kTaps>
 [[gnu::target("avx512f")]] void conv_plane_avx512(const Conv2dGeometry& g, const float* image, const float* w, float b,
                                                   float* out) {
-  const int64_t PH = padded_h(g), PW = padded_w(g), OH = g.OH(), OW = g.OW(), taps = g.CKK();
+  const int64_t PH = padded_h(g), PW = padded_w(g), OH = g.OH(), OW = g.OW(), taps = kTaps > 0 ? kTaps : g.CKK();
+  __m512 weight[kConvBlockMaxTaps];
   int64_t offset[kConvBlockMaxTaps];  // tap k's input, relative to its output's, in im2col's (c, kh, kw) order
-  for (int64_t k = 0; k < taps; ++k) offset[k] = (k / (g.KH * g.KW) * PH + k / g.KW % g.KH) * PW + k % g.KW;
+  for (int64_t k = 0; k < taps; ++k) {
+    weight[k] = _mm512_set1_ps(w[k]);
+    offset[k] = (k / (g.KH * g.KW) * PH + k / g.KW % g.KH) * PW + k % g.KW;
+  }
   const __m512 bias = _mm512_set1_ps(b);
-  for (int64_t oh = 0; oh < OH; ++oh)
-    for (int64_t ow = 0; ow < OW; ow += 16) {
-      const __mmask16 lanes = OW - ow >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (OW - ow)) - 1);
-      const float* in = image + oh * PW + ow;
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const float* in = image + oh * PW;
+    float* row = out + oh * OW;
+    int64_t ow = 0;
+    for (; ow + 16 <= OW; ow += 16) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t k = 0; k < taps; ++k) acc = _mm512_fmadd_ps(weight[k], _mm512_loadu_ps(in + ow + offset[k]), acc);
+      _mm512_storeu_ps(row + ow, _mm512_add_ps(acc, bias));
+    }
+    if (ow < OW) {
+      const __mmask16 lanes = __mmask16((1u << (OW - ow)) - 1);
       __m512 acc = _mm512_setzero_ps();
       for (int64_t k = 0; k < taps; ++k)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(w[k]), _mm512_maskz_loadu_ps(lanes, in + offset[k]), acc);
-      _mm512_mask_storeu_ps(out + oh * OW + ow, lanes, _mm512_add_ps(acc, bias));
+        acc = _mm512_fmadd_ps(weight[k], _mm512_maskz_loadu_ps(lanes, in + ow + offset[k]), acc);
+      _mm512_mask_storeu_ps(row + ow, lanes, _mm512_add_ps(acc, bias));
     }
+  }
 }
 #endif
 
@@ -124,7 +138,8 @@ void conv_plane(const Conv2dGeometry& g, const float* padded, const float* weigh
   const float* w = weight + oc * g.CKK();
   const float b = bias != nullptr ? bias[oc] : 0.0f;  // the GEMM path adds 0 without a bias, turning -0 into +0
 #if EMBER_CONV_PLANE_AVX512
-  if (conv_plane_vectorised(g)) return conv_plane_avx512(g, image, w, b, out);
+  if (conv_plane_vectorised(g))
+    return g.CKK() == 9 ? conv_plane_avx512<9>(g, image, w, b, out) : conv_plane_avx512<0>(g, image, w, b, out);
 #endif
   conv_plane_scalar(g, image, w, b, out);
 }
