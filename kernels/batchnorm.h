@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "kernels/common.h"
-#include "kernels/conv.h"
 #include "kernels/pool.h"
 
 namespace ember::kernels {
@@ -72,36 +71,6 @@ void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, cons
                                        T* save_invstd);
 template <typename T>
 void batch_norm_relu_pool_backward(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax);
-
-}  // namespace cpu
-
-// Conv2d -> BatchNorm -> ReLU -> MaxPool2d for a convolution of few taps (the CNN's first block; host only, float; its
-// other forms run conv2d, then the fused kernels above): the kernels above over the convolution's output, each
-// channel's N planes computed into the thread's buffer (cpu/conv_plane.h) where those read x, so the output is never
-// stored or read back. The bits of the planes stored, then the kernels above (conv2d_forward's bits where
-// conv_block_recomputes says so). p: the pool over the convolution's
-// output (N, OC, OH, OW); a.x is not read; backward's a.dx receives the gradient w.r.t. the convolution's output.
-struct ConvPlanes {
-  Conv2dGeometry g;
-  const float* x;       // (N, C, H, W)
-  const float* weight;  // (OC, C, KH, KW)
-  const float* bias;    // (OC), may be null
-};
-// The most taps (C * KH * KW) whose planes the block computes again: an RGB image's 3x3 filters.
-constexpr int64_t kConvBlockMaxTaps = 27;
-
-namespace cpu {
-void conv_batch_norm_relu_pool_forward_train(const ConvPlanes& conv, const Pool2dGeometry& p,
-                                             const BatchNormTrainArgs<float>& a, int32_t* argmax);
-void conv_batch_norm_relu_pool_forward_eval(const ConvPlanes& conv, const Pool2dGeometry& p, const float* weight,
-                                            const float* bias, const float* running_mean, const float* running_var,
-                                            float eps, float* y, int32_t* argmax, float* save_invstd);
-void conv_batch_norm_relu_pool_backward(const ConvPlanes& conv, const Pool2dGeometry& p,
-                                        const BatchNormBackwardArgs<float>& a, const int32_t* argmax);
-// Whether the block's kernels compute conv's planes faster than conv2d_forward stores them, and to its bits: the
-// vector path of cpu/conv_plane.h (AVX-512, stride 1, few taps) where OpenBLAS sums as it does (probed once per
-// geometry). Where not, callers run conv2d_forward and the kernels above.
-bool conv_block_recomputes(const Conv2dGeometry& g);
 }  // namespace cpu
 
 namespace cuda {

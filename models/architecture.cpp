@@ -175,7 +175,6 @@ std::shared_ptr<nn::Module> make_model(const Architecture& arch, Device device, 
   }
   model->push_back(std::make_shared<nn::Flatten>());
   push_linear_layers(*model, arch.linear_sizes(), &arch.dropout, device, generator);
-  nn::fuse(*model);  // a first convolution of few taps into its block (nn/conv_block.h)
   return model;
 }
 

@@ -29,16 +29,12 @@ std::string Conv2d::describe() const {
                                params_.pad_w, "))");
 }
 
-void Conv2d::check_batch(const Tensor& x) const {
+Tensor Conv2d::forward(const Tensor& x) {
   check_input(x);
   check_nchw(x, in_, std::max<int64_t>(1, kernel_h_ - 2 * params_.pad_h),
                      std::max<int64_t>(1, kernel_w_ - 2 * params_.pad_w), "a " + std::to_string(kernel_h_) + "x" +
                          std::to_string(kernel_w_) + " kernel with padding (" + std::to_string(params_.pad_h) + ", " +
                          std::to_string(params_.pad_w) + ")");
-}
-
-Tensor Conv2d::forward(const Tensor& x) {
-  check_batch(x);
   input_ = x;
   return ops::conv2d(x, weight_->value, bias_ ? bias_->value : Tensor(), params_);
 }

@@ -20,8 +20,6 @@ class Conv2d : public Module {
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "Conv2d"; }
   std::string describe() const;  // "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))"
-  // forward's checks of x, naming this layer: its device, (N, in_channels, H, W), a filter that fits.
-  void check_batch(const Tensor& x) const;
 
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }

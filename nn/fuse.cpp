@@ -4,9 +4,7 @@
 #include <typeinfo>
 
 #include "nn/activation.h"
-#include "nn/conv.h"
 #include "nn/batchnorm.h"
-#include "nn/conv_block.h"
 #include "nn/linear.h"
 #include "nn/pool.h"
 
@@ -46,27 +44,6 @@ int fuse_pools(Sequential& model) {
   return fused;
 }
 
-// Each Conv2d of at most ops::kConvBlockMaxTaps taps followed by a BatchNormReLUPool becomes a FoldedConv2d and a
-// ConvBatchNormReLUPool in the block's place.
-int fuse_convs(Sequential& model) {
-  int fused = 0;
-  for (size_t i = 0; i < model.size(); ++i) {
-    if (typeid(model[i]) != typeid(Conv2d)) continue;
-    size_t j = i + 1;
-    while (j < model.size() && typeid(model[j]) == typeid(Identity)) ++j;
-    if (j == model.size() || typeid(model[j]) != typeid(BatchNormReLUPool)) continue;
-    auto conv = std::static_pointer_cast<Conv2d>(model.children()[i].second);
-    const Shape& filters = conv->weight()->value.shape();
-    if (filters[1] * filters[2] * filters[3] > ops::kConvBlockMaxTaps) continue;
-    auto block = std::make_shared<ConvBatchNormReLUPool>(conv, static_cast<BatchNormReLUPool&>(model[j]));
-    block->train(model[j].is_training());
-    model.replace(j, block);
-    put(model, i, std::make_shared<FoldedConv2d>(*conv, block));  // passes the conv's input_grad on to the block
-    ++fused;
-  }
-  return fused;
-}
-
 }  // namespace
 
 int fuse(Sequential& model) {
@@ -79,8 +56,7 @@ int fuse(Sequential& model) {
     model.replace(i + 1, std::make_shared<Identity>());
     ++fused;
   }
-  fused += fuse_pools(model);
-  return fused + fuse_convs(model);
+  return fused + fuse_pools(model);
 }
 
 }  // namespace ember::nn

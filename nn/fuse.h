@@ -1,9 +1,7 @@
 // fuse(): the explicit pass that turns a user's Sequential into its fused form, as torch.ao's fuse_modules does:
 // each Linear followed by a ReLU becomes a LinearReLU, each BatchNorm2d followed by a ReLU a
 // BatchNormReLU, and the ReLU's place an Identity; then each BatchNormReLU followed by a MaxPool2d becomes a
-// BatchNormReLUPool, and the pool's place an Identity; last, each Conv2d of at most ops::kConvBlockMaxTaps taps
-// (C * KH * KW) followed by a BatchNormReLUPool becomes a FoldedConv2d, and the block's place a ConvBatchNormReLUPool
-// (nn/conv_block.h). So the state_dict keeps PyTorch's names ("0.weight",
+// BatchNormReLUPool, and the pool's place an Identity. So the state_dict keeps PyTorch's names ("0.weight",
 // "2.weight", ...). The fused modules share the originals' Parameters: outputs and gradients stay the same, and an
 // optimizer built before the pass keeps updating the model.
 #pragma once
@@ -13,7 +11,7 @@
 namespace ember::nn {
 
 // Fuses among `model`'s children (not inside nested containers) and returns how many fusions it made (a
-// BatchNorm2d, ReLU and MaxPool2d: two; with a Conv2d of few taps before them, three).
+// BatchNorm2d, ReLU and MaxPool2d: two).
 int fuse(Sequential& model);
 
 }  // namespace ember::nn

@@ -6,7 +6,6 @@
 #include "nn/batchnorm.h"
 #include "nn/container.h"
 #include "nn/conv.h"
-#include "nn/conv_block.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/flatten.h"

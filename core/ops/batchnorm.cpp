@@ -2,7 +2,6 @@
 #include "core/checks.h"
 #include "core/dispatch.h"
 #include "core/ops/batchnorm.h"
-#include "core/ops/conv_geometry.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/pool_geometry.h"
 #include "kernels/batchnorm.h"
@@ -153,12 +152,10 @@ BatchNormPoolResult batch_norm_relu_pool(const Tensor& x, const Tensor& weight, 
   return r;
 }
 
-namespace {
-
-// batch_norm_relu_pool_backward's arguments, x its input; returns the pool's geometry.
-k::Pool2dGeometry check_pool_backward(const char* op, const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                                      const BatchNormPoolResult& saved, const Pool2dParams& pool,
-                                      const Tensor& grad_weight, const Tensor& grad_bias) {
+Tensor batch_norm_relu_pool_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                     const BatchNormPoolResult& saved, const Pool2dParams& pool, bool training,
+                                     Tensor& grad_weight, Tensor& grad_bias) {
+  const char* op = "batch_norm_relu_pool_backward";
   check_defined(op, {"grad_output", grad_out});
   check_defined(op, {"input", x});
   check_same_device(op, {{"grad_output", grad_out}, {"input", x}, {"output", saved.output}, {"argmax", saved.argmax}});
@@ -172,16 +169,6 @@ k::Pool2dGeometry check_pool_backward(const char* op, const Tensor& grad_out, co
     EMBER_CHECK(t.tensor.shape() == out, ShapeError, op, "() expects ", t.name, " of the pooled shape ",
                 shape_str(out), " for input ", shape_str(x.shape()), ", but got ", shape_str(t.tensor.shape()));
   check_backward(op, x, weight, saved.mean, saved.invstd, grad_weight, grad_bias);
-  return p;
-}
-
-}  // namespace
-
-Tensor batch_norm_relu_pool_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                                     const BatchNormPoolResult& saved, const Pool2dParams& pool, bool training,
-                                     Tensor& grad_weight, Tensor& grad_bias) {
-  const char* op = "batch_norm_relu_pool_backward";
-  const k::Pool2dGeometry p = check_pool_backward(op, grad_out, x, weight, saved, pool, grad_weight, grad_bias);
   if (!x.device().is_cpu() && !x.device().is_meta()) {  // CUDA: the ReLU's mask on the pooled gradient, then the two ops
     const Tensor unpooled = max_pool2d_backward(relu_backward(grad_out, saved.output), saved.argmax, x.shape(), pool);
     return batch_norm_backward(unpooled, x, weight, {Tensor(), saved.mean, saved.invstd}, Tensor(), training,
@@ -198,90 +185,6 @@ Tensor batch_norm_relu_pool_backward(const Tensor& grad_out, const Tensor& x, co
     k::cpu::batch_norm_relu_pool_backward<T>(p, a, ic.data<int32_t>());
   });
   return dx;
-}
-
-static_assert(kConvBlockMaxTaps == k::kConvBlockMaxTaps);
-
-namespace {
-
-// Whether the host kernels recompute the convolution's planes for these arguments (unchecked: the op checks them).
-bool block_recomputes(const Tensor& x, const Tensor& conv_weight, const Conv2dParams& c) {
-  if (!x.defined() || !conv_weight.defined() || !x.device().is_cpu() || x.dtype() != DType::F32 || x.dim() != 4 ||
-      x.numel() == 0 || conv_weight.dim() != 4 || x.size(1) != conv_weight.size(1))
-    return false;
-  const k::Conv2dGeometry g{x.size(0),           x.size(1),           x.size(2),  x.size(3), conv_weight.size(0),
-                            conv_weight.size(2), conv_weight.size(3), c.stride_h, c.stride_w, c.pad_h, c.pad_w};
-  return g.H + 2 * g.pad_h >= g.KH && g.W + 2 * g.pad_w >= g.KW && k::cpu::conv_block_recomputes(g);
-}
-
-// The convolution's output as the BatchNorm checks see it, its shape, dtype and device, without its memory: a
-// broadcast view of x's first element.
-Tensor output_stand_in(const Tensor& xc, const k::Conv2dGeometry& g) {
-  return Tensor::from_blob(xc.data<float>(), {g.N, g.OC, g.OH(), g.OW()}, {0, 0, 0, 0}, DType::F32, xc.device(), [] {});
-}
-
-}  // namespace
-
-ConvBlockResult conv_batch_norm_relu_pool(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
-                                          const Conv2dParams& conv, const Tensor& weight, const Tensor& bias,
-                                          BatchNormState& state, bool training, double momentum, double eps,
-                                          const Pool2dParams& pool) {
-  const char* op = "conv_batch_norm_relu_pool";
-  if (!block_recomputes(x, conv_weight, conv)) {
-    Tensor z = conv2d(x, conv_weight, conv_bias, conv);
-    return {batch_norm_relu_pool(z, weight, bias, state, training, momentum, eps, pool), z};
-  }
-  const k::Conv2dGeometry g = internal::conv2d_geometry(op, x, conv_weight, conv_bias, conv);
-  Tensor xc = x.contiguous(), wc = conv_weight.contiguous(), bc = conv_bias.defined() ? conv_bias.contiguous() : Tensor();
-  const Tensor z = output_stand_in(xc, g);
-  check_forward(op, z, weight, bias, state, training, momentum);
-  const k::Pool2dGeometry p = internal::pool_geometry(op, z.shape(), pool);
-  const Shape out{p.N, p.C, p.OH(), p.OW()};
-  ConvBlockResult r;
-  r.output = Tensor::empty(out, DType::F32, x.device());
-  r.argmax = Tensor::empty(out, DType::I32, x.device());
-  r.mean = training ? Tensor::empty({p.C}, DType::F32, x.device()) : state.running_mean;
-  r.invstd = Tensor::empty({p.C}, DType::F32, x.device());
-  const k::ConvPlanes planes{g, xc.data<float>(), wc.data<float>(), ptr<float>(bc)};
-  if (training) {
-    const k::BatchNormTrainArgs<float> a{nullptr, ptr<float>(weight), ptr<float>(bias), r.output.data<float>(),
-                                         r.mean.data<float>(), r.invstd.data<float>(), mut<float>(state.running_mean),
-                                         mut<float>(state.running_var), mut<int64_t>(state.num_batches_tracked),
-                                         float(momentum), float(eps), true};
-    k::cpu::conv_batch_norm_relu_pool_forward_train(planes, p, a, r.argmax.data<int32_t>());
-  } else {
-    k::cpu::conv_batch_norm_relu_pool_forward_eval(planes, p, ptr<float>(weight), ptr<float>(bias),
-                                                   state.running_mean.data<float>(), state.running_var.data<float>(),
-                                                   float(eps), r.output.data<float>(), r.argmax.data<int32_t>(),
-                                                   r.invstd.data<float>());
-  }
-  return r;
-}
-
-Tensor conv_batch_norm_relu_pool_backward(const Tensor& grad_out, const Tensor& x, const Tensor& conv_weight,
-                                          const Tensor& conv_bias, const Conv2dParams& conv, const Tensor& weight,
-                                          const ConvBlockResult& saved, const Pool2dParams& pool, bool training,
-                                          const ConvBlockGrads& grads, bool input_grad) {
-  const char* op = "conv_batch_norm_relu_pool_backward";
-  Tensor dz;
-  if (saved.conv_output.defined() || !block_recomputes(x, conv_weight, conv)) {  // stored, or computed again whole
-    const Tensor z = saved.conv_output.defined() ? saved.conv_output : conv2d(x, conv_weight, conv_bias, conv);
-    dz = batch_norm_relu_pool_backward(grad_out, z, weight, saved, pool, training, grads.weight, grads.bias);
-  } else {
-    const k::Conv2dGeometry g = internal::conv2d_geometry(op, x, conv_weight, conv_bias, conv);
-    Tensor xc = x.contiguous(), wc = conv_weight.contiguous(), bc = conv_bias.defined() ? conv_bias.contiguous() : Tensor();
-    const k::Pool2dGeometry p = check_pool_backward(op, grad_out, output_stand_in(xc, g), weight, saved, pool,
-                                                    grads.weight, grads.bias);
-    dz = Tensor::empty({g.N, g.OC, g.OH(), g.OW()}, DType::F32, x.device());
-    Tensor dyc = grad_out.contiguous(), yc = saved.output.contiguous(), ic = saved.argmax.contiguous();
-    const k::BatchNormBackwardArgs<float> a{nullptr, dyc.data<float>(), ptr<float>(weight), saved.mean.data<float>(),
-                                            saved.invstd.data<float>(), yc.data<float>(), dz.data<float>(),
-                                            mut<float>(grads.weight), mut<float>(grads.bias), training};
-    const k::ConvPlanes planes{g, xc.data<float>(), wc.data<float>(), ptr<float>(bc)};
-    k::cpu::conv_batch_norm_relu_pool_backward(planes, p, a, ic.data<int32_t>());
-  }
-  conv2d_backward_weight_(grads.conv_weight, grads.conv_bias, x, dz, conv);
-  return input_grad ? conv2d_backward_input(dz, conv_weight, x.shape(), conv) : Tensor();
 }
 
 }  // namespace ember::ops

@@ -2,7 +2,6 @@
 #include "core/checks.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
-#include "core/ops/conv_geometry.h"
 #include "kernels/conv.h"
 
 namespace ember::ops {
@@ -35,30 +34,20 @@ Shape output_shape(const k::Conv2dGeometry& g) { return {g.N, g.OC, g.OH(), g.OW
 
 }  // namespace
 
-namespace internal {
-
-k::Conv2dGeometry conv2d_geometry(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                  const Conv2dParams& p) {
-  check_defined(op, {"input", x});
-  check_defined(op, {"weight", weight});
-  if (bias.defined()) {
-    check_same_device(op, {{"input", x}, {"weight", weight}, {"bias", bias}});
-    check_same_dtype(op, {{"input", x}, {"weight", weight}, {"bias", bias}});
-  } else {
-    check_same_device(op, {{"input", x}, {"weight", weight}});
-    check_same_dtype(op, {{"input", x}, {"weight", weight}});
-  }
-  check_floating(op, {"input", x});
-  const k::Conv2dGeometry g = geometry(op, x.shape(), weight, p);
-  EMBER_CHECK(!bias.defined() || bias.shape() == Shape{g.OC}, ShapeError, op, "() expects bias of shape [", g.OC,
-              "], but got ", shape_str(bias.shape()));
-  return g;
-}
-
-}  // namespace internal
-
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
-  const k::Conv2dGeometry g = internal::conv2d_geometry("conv2d", x, weight, bias, p);
+  check_defined("conv2d", {"input", x});
+  check_defined("conv2d", {"weight", weight});
+  if (bias.defined()) {
+    check_same_device("conv2d", {{"input", x}, {"weight", weight}, {"bias", bias}});
+    check_same_dtype("conv2d", {{"input", x}, {"weight", weight}, {"bias", bias}});
+  } else {
+    check_same_device("conv2d", {{"input", x}, {"weight", weight}});
+    check_same_dtype("conv2d", {{"input", x}, {"weight", weight}});
+  }
+  check_floating("conv2d", {"input", x});
+  const k::Conv2dGeometry g = geometry("conv2d", x.shape(), weight, p);
+  EMBER_CHECK(!bias.defined() || bias.shape() == Shape{g.OC}, ShapeError, "conv2d() expects bias of shape [", g.OC,
+              "], but got ", shape_str(bias.shape()));
   Tensor y = Tensor::empty(output_shape(g), x.dtype(), x.device());
   if (x.device().is_meta()) return y;
   Tensor xc = x.contiguous(), wc = weight.contiguous(), bc = bias.defined() ? bias.contiguous() : Tensor();

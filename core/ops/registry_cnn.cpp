@@ -1,6 +1,5 @@
 // Registry rows of the CNN families: conv (kernels/conv.h), pool (kernels/pool.h) and batchnorm
 // (kernels/batchnorm.h, BatchNorm -> ReLU -> MaxPool2d included), on NCHW batches with odd square images.
-#include <algorithm>
 #include <cmath>
 
 #include "core/ops/registry_cases.h"
@@ -197,61 +196,6 @@ OpCase make_batch_norm_relu_pool_backward(int64_t n, DType dtype) {
   return c;
 }
 
-// Conv2d -> BatchNorm -> ReLU -> MaxPool2d: one channel of x (3, 1, S, S) on the grid into 5 filters of 3x3 with
-// padding 1, then batch_norm_inputs' parameters and statistics. The convolution's sums are exact on the grid, so
-// both devices normalise the same values and pick the same winners.
-constexpr Conv2dParams kBlockConv{1, 1, 1, 1};
-Args conv_block_inputs(int64_t n, DType dtype) {
-  const int64_t side = std::max<int64_t>(odd_side(n, kBnImages * kBnChannels), 3);
-  Args in = batch_norm_inputs(n, dtype);
-  in[0] = grid_values({kBnImages, 1, side, side}, 91, dtype);
-  in.insert(in.begin() + 1, {grid_values({kBnChannels, 1, 3, 3}, 92, dtype), grid_values({kBnChannels}, 93, dtype)});
-  return in;  // x, conv_weight, conv_bias, weight, bias, running_mean, running_var, num_batches_tracked
-}
-
-template <bool kTraining>
-OpCase make_conv_batch_norm_relu_pool(int64_t n, DType dtype) {
-  const Args inputs = conv_block_inputs(n, dtype);
-  OpCase c = case_for(inputs[0].shape());
-  c.inputs = inputs;
-  c.run = [](Device, Args& a) {
-    BatchNormState state{a[5], a[6], a[7]};
-    const ConvBlockResult r =
-        ops::conv_batch_norm_relu_pool(a[0], a[1], a[2], kBlockConv, a[3], a[4], state, kTraining, 0.1, 1e-5, {});
-    if (kTraining) return Outputs{r.output, r.argmax, r.mean, r.invstd, a[5], a[6], a[7]};
-    return Outputs{r.output, r.argmax, r.invstd};
-  };
-  c.tolerance = batch_norm_tolerance(dtype);
-  return c;
-}
-
-// dy, x, conv_weight, conv_bias, weight, mean, invstd, the pooled output, argmax, then the four gradients; the
-// forward ran on the host and kept no convolution output, so each device computes it again.
-OpCase make_conv_batch_norm_relu_pool_backward(int64_t n, DType dtype) {
-  Args in = conv_block_inputs(n, dtype);
-  BatchNormState state{in[5], in[6], in[7]};
-  const ConvBlockResult saved =
-      ops::conv_batch_norm_relu_pool(in[0], in[1], in[2], kBlockConv, in[3], in[4], state, true, 0.1, 1e-5, {});
-  OpCase c = case_for(in[0].shape());
-  c.inputs = {smooth_values(saved.output.shape(), 94, dtype), in[0], in[1], in[2], in[3], saved.mean, saved.invstd,
-              saved.output, saved.argmax, smooth_values(in[1].shape(), 95, dtype),
-              smooth_values(in[2].shape(), 96, dtype), smooth_values(in[3].shape(), 97, dtype),
-              smooth_values(in[4].shape(), 98, dtype)};
-  c.run = [](Device, Args& a) {
-    ConvBlockResult s;
-    s.output = a[7];
-    s.argmax = a[8];
-    s.mean = a[5];
-    s.invstd = a[6];
-    const ConvBlockGrads grads{a[9], a[10], a[11], a[12]};
-    const Tensor dx = ops::conv_batch_norm_relu_pool_backward(a[0], a[1], a[2], a[3], kBlockConv, a[4], s, {}, true,
-                                                              grads, true);
-    return Outputs{dx, a[9], a[10], a[11], a[12]};
-  };
-  c.tolerance = batch_norm_tolerance(dtype);
-  return c;
-}
-
 }  // namespace
 
 std::vector<OpRow> conv_rows() {
@@ -299,19 +243,6 @@ std::vector<OpRow> batchnorm_rows() {
       {"batch_norm_relu_pool_backward_eval", "ops::batch_norm_relu_pool_backward", fam,
        "cpu::batch_norm_relu_pool_backward", pool_backward_kernels, kFloating,
        make_batch_norm_relu_pool_backward<false>},
-      {"conv_batch_norm_relu_pool_train", "ops::conv_batch_norm_relu_pool", fam,
-       "cpu::conv_batch_norm_relu_pool_forward_train",
-       "cuda::batch_norm_forward_train, cuda::conv2d_forward, cuda::max_pool2d_forward", kFloating,
-       make_conv_batch_norm_relu_pool<true>},
-      {"conv_batch_norm_relu_pool_eval", "ops::conv_batch_norm_relu_pool", fam,
-       "cpu::conv_batch_norm_relu_pool_forward_eval",
-       "cuda::batch_norm_forward_eval, cuda::conv2d_forward, cuda::max_pool2d_forward", kFloating,
-       make_conv_batch_norm_relu_pool<false>},
-      {"conv_batch_norm_relu_pool_backward", "ops::conv_batch_norm_relu_pool_backward", fam,
-       "cpu::conv_batch_norm_relu_pool_backward, cpu::conv2d_backward_weight, cpu::conv2d_backward_input",
-       "cuda::batch_norm_backward, cuda::conv2d_forward, cuda::relu_backward, cuda::max_pool2d_backward, "
-       "cuda::conv2d_backward_weight, cuda::conv2d_backward_input",
-       kFloating, make_conv_batch_norm_relu_pool_backward},
   };
 }
 

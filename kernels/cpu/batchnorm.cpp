@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "kernels/cpu/conv_plane.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool_plane.h"
 #include "kernels/cpu/stream_store.h"
@@ -36,21 +35,9 @@ constexpr int64_t kChannelsPerTask = 4;  // channels are split into tasks of the
 
 // A channel's values are N rows of H*W, C*H*W apart: too short and too far apart for the hardware prefetcher, so each
 // pass over a channel asks for the next image's row while it works on this one's.
-template <typename T> inline void prefetch_row(const T* row, int64_t HW) {
-  for (int64_t i = 0; i < HW; i += 64 / static_cast<int64_t>(sizeof(T))) __builtin_prefetch(row + i);
-}
 template <typename T> inline void prefetch_next(const BatchNormGeometry& g, const T* row) {
-  prefetch_row(row + g.C * g.HW, g.HW);
-}
-
-// A channel's N rows of H*W values: x's, C*H*W apart, or those of a buffer the channel's planes were computed into.
-template <typename T> struct Rows {
-  const T* first;
-  int64_t stride;
-  const T* operator[](int64_t n) const { return first + n * stride; }
-};
-template <typename T> Rows<T> channel_rows(const BatchNormGeometry& g, const T* x, int64_t c) {
-  return {x + c * g.HW, g.C * g.HW};
+  const T* next = row + g.C * g.HW;
+  for (int64_t i = 0; i < g.HW; i += 64 / static_cast<int64_t>(sizeof(T))) __builtin_prefetch(next + i);
 }
 
 // The rows a backward pass reads next: x's, dy's and, with the fused ReLU, the forward's output.
@@ -87,11 +74,11 @@ template <typename T> inline void flush(const Vec<T> (&lanes)[kVectors<T>], doub
 // Sums of d and d^2 for d = x - shift over one channel. Shifting by a value of the channel keeps the
 // one-pass variance E[d^2] - E[d]^2 accurate when the mean is far from zero.
 template <typename T>
-void channel_sums(const BatchNormGeometry& g, Rows<T> x, T shift, double* s1, double* s2) {
+void channel_sums(const BatchNormGeometry& g, const T* x, int64_t c, T shift, double* s1, double* s2) {
   double total1 = 0, total2 = 0;
   for (int64_t n = 0; n < g.N; ++n) {
-    const T* row = x[n];
-    if (n + 1 < g.N) prefetch_row(x[n + 1], g.HW);
+    const T* row = x + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, row);
     for (int64_t start = 0; start < g.HW; start += kBlock) {
       const int64_t end = std::min(g.HW, start + kBlock);
       Vec<T> a[kVectors<T>] = {}, b[kVectors<T>] = {};
@@ -194,13 +181,11 @@ template <typename T> Affine<T> affine_of(double mean, double invstd, const T* w
 }
 
 // The batch statistics of channel c, saved and moved into the running ones; returns its map in training mode.
-// x: the channel's rows (a.x is not read).
-template <typename T>
-Affine<T> train_statistics(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a, int64_t c, Rows<T> x) {
+template <typename T> Affine<T> train_statistics(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a, int64_t c) {
   const double M = static_cast<double>(g.N * g.HW);
-  const T shift = x[0][0];
+  const T shift = a.x[c * g.HW];
   double s1 = 0, s2 = 0;
-  channel_sums(g, x, shift, &s1, &s2);
+  channel_sums(g, a.x, c, shift, &s1, &s2);
   const double mean_shifted = s1 / M;
   const double var = std::max(0.0, s2 / M - mean_shifted * mean_shifted);  // biased: what the batch is normalised with
   const double mean = static_cast<double>(shift) + mean_shifted;
@@ -262,24 +247,23 @@ void backward_channel(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>
 
 BatchNormGeometry norm_geometry(const Pool2dGeometry& p) { return {p.N, p.C, p.H * p.W}; }
 
-// The calling thread's scratch of at least `size` values: slot 0 for the planes a pass builds, slot 1 for the
-// convolution planes of the Conv2d block.
-template <typename T> T* plane_buffer(int64_t size, int slot = 0) {
-  thread_local std::vector<T> buffers[2];
-  std::vector<T>& buffer = buffers[slot];
+// The calling thread's scratch of at least `size` values.
+template <typename T> T* plane_buffer(int64_t size) {
+  thread_local std::vector<T> buffer;
   if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
   return buffer.data();
 }
 
 // Channel c normalised and clamped a plane at a time, each plane pooled while it is in the buffer.
 template <typename T>
-void normalise_pool_channel(const Pool2dGeometry& p, Rows<T> x, int64_t c, Affine<T> f, T* y, int32_t* argmax) {
+void normalise_pool_channel(const Pool2dGeometry& p, const T* x, int64_t c, Affine<T> f, T* y, int32_t* argmax) {
   const BatchNormGeometry g = norm_geometry(p);
   const int64_t P = p.OH() * p.OW();
   T* plane = plane_buffer<T>(g.HW);
   for (int64_t n = 0; n < g.N; ++n) {
-    if (n + 1 < g.N) prefetch_row(x[n + 1], g.HW);
-    affine_row(g.HW, x[n], f.scale, f.shift, true, plane);
+    const T* in = x + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, in);
+    affine_row(g.HW, in, f.scale, f.shift, true, plane);
     max_pool2d_plane(p, plane, y + (n * g.C + c) * P, argmax + (n * g.C + c) * P);
   }
 }
@@ -298,22 +282,22 @@ void masked_plane(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, co
 // (N * H * W: 400 KB for the CNN's first block, within L2) and read from there again for dx: the same sums in the
 // same order.
 template <typename T>
-void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax, int64_t c,
-                           Rows<T> xs) {
+void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax, int64_t c) {
   const BatchNormGeometry g = norm_geometry(p);
   T* planes = plane_buffer<T>(g.N * g.HW);
   double sum_g = 0, sum_gx = 0;
   for (int64_t n = 0; n < g.N; ++n) {
-    if (n + 1 < g.N) prefetch_row(xs[n + 1], g.HW);
+    const T* x = a.x + (n * g.C + c) * g.HW;
+    if (n + 1 < g.N) prefetch_next(g, x);
     T* plane = planes + n * g.HW;
     masked_plane(p, a, argmax, n * g.C + c, plane);
-    row_gradient_sums<false>(g.HW, xs[n], plane, static_cast<const T*>(nullptr), a.mean[c], &sum_g, &sum_gx);
+    row_gradient_sums<false>(g.HW, x, plane, static_cast<const T*>(nullptr), a.mean[c], &sum_g, &sum_gx);
   }
   const InputGradient<T> k = channel_gradients(g, a, c, sum_g, sum_gx);
   for (int64_t n = 0; n < g.N; ++n) {
     const int64_t base = (n * g.C + c) * g.HW;
-    if (n + 1 < g.N) prefetch_row(xs[n + 1], g.HW);
-    const T *x = xs[n], *dy = planes + n * g.HW;  // dx streams: the layer before reads it only after the batch
+    if (n + 1 < g.N) prefetch_next(g, a.x + base);
+    const T *x = a.x + base, *dy = planes + n * g.HW;  // dx streams: the layer before reads it only after the batch
     stream_row(
         g.HW, a.dx + base, [&](auto i) { return k.at(load(dy + i), load(x + i)); },
         [&](int64_t i) { return k.at(dy[i], x[i]); });
@@ -321,78 +305,13 @@ void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<
   stream_fence();
 }
 
-// ---- Conv2d -> BatchNorm -> ReLU -> MaxPool2d: each channel's planes computed into the thread's buffer ----
-
-void check_conv_block(const char* name, const ConvPlanes& s, const Pool2dGeometry& p, bool training, double eps) {
-  detail::check_conv2d_geometry(name, s.g);
-  detail::check_batch_norm(name, norm_geometry(p), training, eps);
-  detail::check_pool2d_geometry(name, p);
-  EMBER_CHECK(p.N == s.g.N && p.C == s.g.OC && p.H == s.g.OH() && p.W == s.g.OW(), ValueError, name,
-              ": the pool's input (", p.N, ", ", p.C, ", ", p.H, ", ", p.W, ") must be the convolution's output (", s.g.N,
-              ", ", s.g.OC, ", ", s.g.OH(), ", ", s.g.OW(), ")");
-}
-
-// The batch with its zero border, once per call on the calling thread, for every channel's planes to read.
-const float* padded_batch(const ConvPlanes& s) {
-  thread_local std::vector<float> buffer;
-  const int64_t size = s.g.N * s.g.C * (s.g.H + 2 * s.g.pad_h) * (s.g.W + 2 * s.g.pad_w);
-  if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
-  pad_images(s.g, s.x, buffer.data());
-  return buffer.data();
-}
-
-// Channel oc of the convolution's output, its N planes computed into the thread's buffer (400 KB in the CNN).
-Rows<float> conv_channel(const ConvPlanes& s, const float* padded, int64_t oc) {
-  const int64_t HW = s.g.OH() * s.g.OW();
-  float* planes = plane_buffer<float>(s.g.N * HW, 1);
-  for (int64_t n = 0; n < s.g.N; ++n) conv_plane(s.g, padded, s.weight, s.bias, n, oc, planes + n * HW);
-  return {planes, HW};
-}
-
 }  // namespace
-
-void conv_batch_norm_relu_pool_forward_train(const ConvPlanes& s, const Pool2dGeometry& p,
-                                             const BatchNormTrainArgs<float>& a, int32_t* argmax) {
-  check_conv_block("cpu::conv_batch_norm_relu_pool_forward_train", s, p, true, static_cast<double>(a.eps));
-  const float* padded = padded_batch(s);
-  parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const Rows<float> x = conv_channel(s, padded, c);
-      normalise_pool_channel(p, x, c, train_statistics(norm_geometry(p), a, c, x), a.y, argmax);
-    }
-  });
-  if (a.num_batches_tracked != nullptr) ++*a.num_batches_tracked;
-}
-
-void conv_batch_norm_relu_pool_forward_eval(const ConvPlanes& s, const Pool2dGeometry& p, const float* weight,
-                                            const float* bias, const float* running_mean, const float* running_var,
-                                            float eps, float* y, int32_t* argmax, float* save_invstd) {
-  check_conv_block("cpu::conv_batch_norm_relu_pool_forward_eval", s, p, false, static_cast<double>(eps));
-  const float* padded = padded_batch(s);
-  parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const Affine<float> f = eval_affine(weight, bias, running_mean, running_var, eps, save_invstd, c);
-      normalise_pool_channel(p, conv_channel(s, padded, c), c, f, y, argmax);
-    }
-  });
-}
-
-void conv_batch_norm_relu_pool_backward(const ConvPlanes& s, const Pool2dGeometry& p,
-                                        const BatchNormBackwardArgs<float>& a, const int32_t* argmax) {
-  check_conv_block("cpu::conv_batch_norm_relu_pool_backward", s, p, a.batch_stats, 1.0);
-  const float* padded = padded_batch(s);
-  parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) pool_backward_channel(p, a, argmax, c, conv_channel(s, padded, c));
-  });
-}
-
-bool conv_block_recomputes(const Conv2dGeometry& g) { return conv_plane_vectorised(g) && conv_plane_matches_gemm(g); }
 
 template <typename T> void batch_norm_forward_train(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a) {
   detail::check_batch_norm("cpu::batch_norm_forward_train", g, true, static_cast<double>(a.eps));
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
-      const Affine<T> f = train_statistics(g, a, c, channel_rows(g, a.x, c));
+      const Affine<T> f = train_statistics(g, a, c);
       affine_channel(g, a.x, c, f.scale, f.shift, a.relu, a.y);
     }
   });
@@ -427,10 +346,8 @@ void batch_norm_relu_pool_forward_train(const Pool2dGeometry& p, const BatchNorm
   detail::check_batch_norm(name, norm_geometry(p), true, static_cast<double>(a.eps));
   detail::check_pool2d_geometry(name, p);
   parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const Rows<T> x = channel_rows(norm_geometry(p), a.x, c);
-      normalise_pool_channel(p, x, c, train_statistics(norm_geometry(p), a, c, x), a.y, argmax);
-    }
+    for (int64_t c = first; c < last; ++c)
+      normalise_pool_channel(p, a.x, c, train_statistics(norm_geometry(p), a, c), a.y, argmax);
   });
   if (a.num_batches_tracked != nullptr) ++*a.num_batches_tracked;
 }
@@ -445,7 +362,7 @@ void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, cons
   parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       const Affine<T> f = eval_affine(weight, bias, running_mean, running_var, eps, save_invstd, c);
-      normalise_pool_channel(p, channel_rows(norm_geometry(p), x, c), c, f, y, argmax);
+      normalise_pool_channel(p, x, c, f, y, argmax);
     }
   });
 }
@@ -455,7 +372,7 @@ void batch_norm_relu_pool_backward(const Pool2dGeometry& p, const BatchNormBackw
   detail::check_batch_norm("cpu::batch_norm_relu_pool_backward", norm_geometry(p), a.batch_stats, 1.0);
   detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_backward", p);
   parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) pool_backward_channel(p, a, argmax, c, channel_rows(norm_geometry(p), a.x, c));
+    for (int64_t c = first; c < last; ++c) pool_backward_channel(p, a, argmax, c);
   });
 }
 

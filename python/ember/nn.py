@@ -9,6 +9,6 @@ returns the gradient w.r.t. its input. One step:
 """
 from ._C.nn import (  # noqa: F401
     Parameter, Module, Sequential, Linear, LinearReLU, Identity, ReLU, Flatten, Dropout, Conv2d, BatchNorm2d,
-    BatchNormReLU, BatchNormReLUPool, ConvBatchNormReLUPool, FoldedConv2d, MaxPool2d, CrossEntropyLoss, MSELoss, fuse,
-    LayerNorm, GELU, MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
+    BatchNormReLU, BatchNormReLUPool, MaxPool2d, CrossEntropyLoss, MSELoss, fuse, LayerNorm, GELU, MultiheadAttention,
+    TransformerEncoderLayer, TransformerEncoder,
 )

@@ -156,9 +156,6 @@ void init_layers(py::module_& nn) {
       }), py::arg("num_features"), py::arg("kernel_size") = 2, py::arg("stride") = py::none(), py::arg("padding") = 0,
            py::arg("eps") = 1e-5, py::arg("momentum") = 0.1, py::kw_only(), py::arg("dtype") = py::none(),
            py::arg("device") = py::none());
-  // Made by fuse() from a Conv2d of few taps and the BatchNormReLUPool after it (nn/conv_block.h).
-  ModuleClass<nn::ConvBatchNormReLUPool>(nn, "ConvBatchNormReLUPool");
-  ModuleClass<nn::FoldedConv2d>(nn, "FoldedConv2d");
   ModuleClass<nn::MaxPool2d>(nn, "MaxPool2d")
       .def(py::init([](const py::object& k, const py::object& s, const py::object& p) {
         std::optional<nn::Size2> stride;

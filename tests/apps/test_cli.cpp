@@ -97,8 +97,8 @@ TEST_CASE("ember train --model cnn: summary with conv shapes, eval and predict r
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("1x28x28-c32-c64-128-10 CNN") &&
-                           Catch::Contains("model.0            FoldedConv2d          [128, 1, 28, 28]          320") &&
-                           Catch::Contains("model.1            ConvBatchNormReLUPool [128, 32, 14, 14]           64") && Catch::Contains("[128, 64, 7, 7]") &&
+                           Catch::Contains("model.0            Conv2d            [128, 32, 28, 28]          320") &&
+                           Catch::Contains("model.1            BatchNormReLUPool [128, 32, 14, 14]           64") && Catch::Contains("[128, 64, 7, 7]") &&
                            Catch::Contains("estimated training memory"));
   const std::string model = (dir / "model.safetensors").string();
   Run e = run_ember("eval --device cpu --json --checkpoint " + model);
