@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool_plane.h"
 #include "kernels/cpu/stream_store.h"
 
 namespace ember::kernels {
 
+#if !defined(EMBER_ISA_AVX512)  // once, in the baseline build
 namespace detail {
 
 void check_batch_norm(const char* name, const BatchNormGeometry& g, bool training, double eps) {
@@ -25,8 +27,29 @@ void check_batch_norm(const char* name, const BatchNormGeometry& g, bool trainin
 }
 
 }  // namespace detail
+#endif
 
 namespace cpu {
+
+#if EMBER_HOST_AVX512 && !defined(EMBER_ISA_AVX512)
+namespace avx512 {  // the entry points of this file's AVX-512 build (cpu/batchnorm_avx512.cpp)
+template <typename T> void batch_norm_forward_train(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a);
+template <typename T>
+void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias,
+                             const T* running_mean, const T* running_var, T eps, bool relu, T* y, T* save_invstd);
+template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a);
+template <typename T>
+void batch_norm_relu_pool_forward_train(const Pool2dGeometry& p, const BatchNormTrainArgs<T>& a, int32_t* argmax);
+template <typename T>
+void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, const T* weight, const T* bias,
+                                       const T* running_mean, const T* running_var, T eps, T* y, int32_t* argmax,
+                                       T* save_invstd);
+template <typename T>
+void batch_norm_relu_pool_backward(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax);
+}  // namespace avx512
+#endif
+
+EMBER_ISA_BEGIN
 namespace {
 
 constexpr int kLanes = 16;        // independent float accumulators, so the sums vectorise without reassociation
@@ -308,6 +331,7 @@ void pool_backward_channel(const Pool2dGeometry& p, const BatchNormBackwardArgs<
 }  // namespace
 
 template <typename T> void batch_norm_forward_train(const BatchNormGeometry& g, const BatchNormTrainArgs<T>& a) {
+  EMBER_ISA_DISPATCH(batch_norm_forward_train<T>(g, a));
   detail::check_batch_norm("cpu::batch_norm_forward_train", g, true, static_cast<double>(a.eps));
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
@@ -321,6 +345,7 @@ template <typename T> void batch_norm_forward_train(const BatchNormGeometry& g, 
 template <typename T>
 void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias,
                              const T* running_mean, const T* running_var, T eps, bool relu, T* y, T* save_invstd) {
+  EMBER_ISA_DISPATCH(batch_norm_forward_eval<T>(g, x, weight, bias, running_mean, running_var, eps, relu, y, save_invstd));
   detail::check_batch_norm("cpu::batch_norm_forward_eval", g, false, static_cast<double>(eps));
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
@@ -331,6 +356,7 @@ void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* we
 }
 
 template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>& a) {
+  EMBER_ISA_DISPATCH(batch_norm_backward<T>(g, a));
   detail::check_batch_norm("cpu::batch_norm_backward", g, a.batch_stats, 1.0);
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
@@ -342,6 +368,7 @@ template <typename T> void batch_norm_backward(const BatchNormGeometry& g, const
 
 template <typename T>
 void batch_norm_relu_pool_forward_train(const Pool2dGeometry& p, const BatchNormTrainArgs<T>& a, int32_t* argmax) {
+  EMBER_ISA_DISPATCH(batch_norm_relu_pool_forward_train<T>(p, a, argmax));
   const char* name = "cpu::batch_norm_relu_pool_forward_train";
   detail::check_batch_norm(name, norm_geometry(p), true, static_cast<double>(a.eps));
   detail::check_pool2d_geometry(name, p);
@@ -356,6 +383,8 @@ template <typename T>
 void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, const T* weight, const T* bias,
                                        const T* running_mean, const T* running_var, T eps, T* y, int32_t* argmax,
                                        T* save_invstd) {
+  EMBER_ISA_DISPATCH(
+      batch_norm_relu_pool_forward_eval<T>(p, x, weight, bias, running_mean, running_var, eps, y, argmax, save_invstd));
   const char* name = "cpu::batch_norm_relu_pool_forward_eval";
   detail::check_batch_norm(name, norm_geometry(p), false, static_cast<double>(eps));
   detail::check_pool2d_geometry(name, p);
@@ -369,6 +398,7 @@ void batch_norm_relu_pool_forward_eval(const Pool2dGeometry& p, const T* x, cons
 
 template <typename T>
 void batch_norm_relu_pool_backward(const Pool2dGeometry& p, const BatchNormBackwardArgs<T>& a, const int32_t* argmax) {
+  EMBER_ISA_DISPATCH(batch_norm_relu_pool_backward<T>(p, a, argmax));
   detail::check_batch_norm("cpu::batch_norm_relu_pool_backward", norm_geometry(p), a.batch_stats, 1.0);
   detail::check_pool2d_geometry("cpu::batch_norm_relu_pool_backward", p);
   parallel_chunks(p.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
@@ -390,5 +420,6 @@ EMBER_INSTANTIATE_BATCHNORM(float)
 EMBER_INSTANTIATE_BATCHNORM(double)
 #undef EMBER_INSTANTIATE_BATCHNORM
 
+EMBER_ISA_END
 }  // namespace cpu
 }  // namespace ember::kernels

@@ -14,11 +14,13 @@
 #endif
 
 #include "base/error.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool_plane.h"
 
 namespace ember::kernels {
 
+#if !defined(EMBER_ISA_AVX512)  // once, in the baseline build
 namespace detail {
 
 void check_pool2d_geometry(const char* name, const Pool2dGeometry& g) {
@@ -37,8 +39,18 @@ void check_pool2d_geometry(const char* name, const Pool2dGeometry& g) {
 }
 
 }  // namespace detail
+#endif
 
 namespace cpu {
+
+#if EMBER_HOST_AVX512 && !defined(EMBER_ISA_AVX512)
+namespace avx512 {  // the entry points of this file's AVX-512 build (cpu/pool_avx512.cpp)
+template <typename T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int32_t* argmax);
+template <typename T> void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int32_t* argmax, T* dx);
+}  // namespace avx512
+#endif
+
+EMBER_ISA_BEGIN
 namespace {
 
 constexpr int64_t kPlanesPerTask = 16;  // (image, channel) planes are split into tasks of the host pool
@@ -211,6 +223,7 @@ void relu_max_pool2d_plane_backward(const Pool2dGeometry& g, const T* grad, cons
 }
 
 template <typename T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int32_t* argmax) {
+  EMBER_ISA_DISPATCH(max_pool2d_forward<T>(g, x, y, argmax));
   detail::check_pool2d_geometry("cpu::max_pool2d_forward", g);
   parallel_chunks(g.N * g.C, kPlanesPerTask, [&](int64_t first, int64_t last) {
     for (int64_t plane = first; plane < last; ++plane)
@@ -219,6 +232,7 @@ template <typename T> void max_pool2d_forward(const Pool2dGeometry& g, const T* 
 }
 
 template <typename T> void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int32_t* argmax, T* dx) {
+  EMBER_ISA_DISPATCH(max_pool2d_backward<T>(g, dy, argmax, dx));
   detail::check_pool2d_geometry("cpu::max_pool2d_backward", g);
   const int64_t P = g.OH() * g.OW(), HW = g.H * g.W;
   parallel_chunks(g.N * g.C, kPlanesPerTask, [&](int64_t first, int64_t last) {
@@ -244,5 +258,6 @@ EMBER_INSTANTIATE_POOL(float)
 EMBER_INSTANTIATE_POOL(double)
 #undef EMBER_INSTANTIATE_POOL
 
+EMBER_ISA_END
 }  // namespace cpu
 }  // namespace ember::kernels

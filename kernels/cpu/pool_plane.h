@@ -5,9 +5,11 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/pool.h"
 
 namespace ember::kernels::cpu {
+EMBER_ISA_BEGIN  // each build of the kernels pools with its own build of these
 
 // out and idx (OH * OW) from the plane `in` (H * W).
 template <typename T> void max_pool2d_plane(const Pool2dGeometry& g, const T* in, T* out, int32_t* idx);
@@ -16,4 +18,5 @@ template <typename T> void max_pool2d_plane(const Pool2dGeometry& g, const T* in
 template <typename T>
 void relu_max_pool2d_plane_backward(const Pool2dGeometry& g, const T* grad, const T* pooled, const int32_t* idx, T* out);
 
+EMBER_ISA_END
 }  // namespace ember::kernels::cpu

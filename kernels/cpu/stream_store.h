@@ -18,8 +18,9 @@ namespace ember::kernels::cpu {
 
 // dst[i] = scalar_at(i) for i in [0, n); where the float row streams, four at a time from vector_at(i) (an f32x4 of
 // dst[i, i + 4), the same arithmetic). The thread that stores ends its pass with stream_fence().
+// Always inlined, so that the loop is compiled for its caller's ISA (kernels/cpu/isa.h).
 template <typename T, typename Vector, typename Scalar>
-void stream_row(int64_t n, T* dst, Vector vector_at, Scalar scalar_at) {
+[[gnu::always_inline]] inline void stream_row(int64_t n, T* dst, Vector vector_at, Scalar scalar_at) {
   int64_t i = 0;
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<T, float>) {

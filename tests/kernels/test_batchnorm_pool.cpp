@@ -11,6 +11,7 @@
 #include "kernels/batchnorm.h"
 #include "kernels/pool.h"
 #include "support/data.h"
+#include "support/isa.h"
 #include "support/threads.h"
 
 using namespace ember;
@@ -105,7 +106,44 @@ template <typename T> void check_same(const Pool2dGeometry& p, bool training, in
   CHECK(same_bits(got.dbias, want.dbias));
 }
 
+template <typename T> void check_isa(const Pool2dGeometry& p, bool training, bool fused) {
+  using kernels::cpu::HostIsa;
+  INFO("x (" << p.N << "," << p.C << "," << p.H << "," << p.W << ") window " << p.KH << "x" << p.KW << " stride "
+             << p.stride_h << " training " << training << " fused " << fused << " bytes " << sizeof(T));
+  Results<T> want, got;
+  {
+    test::IsaScope scope(HostIsa::baseline);
+    want = run<T>(p, training, fused);
+  }
+  {
+    test::IsaScope scope(HostIsa::avx512);
+    got = run<T>(p, training, fused);
+  }
+  CHECK(same_bits(got.y, want.y));
+  CHECK(got.argmax == want.argmax);
+  CHECK(same_bits(got.mean, want.mean));
+  CHECK(same_bits(got.invstd, want.invstd));
+  CHECK(same_bits(got.running_mean, want.running_mean));
+  CHECK(same_bits(got.running_var, want.running_var));
+  CHECK(same_bits(got.dx, want.dx));
+  CHECK(same_bits(got.dweight, want.dweight));
+  CHECK(same_bits(got.dbias, want.dbias));
+}
+
 }  // namespace
+
+TEST_CASE("cpu batch_norm and max_pool2d: the AVX-512 build gives the baseline build's bits", "[kernels]") {
+  if (!kernels::cpu::host_isa_available(kernels::cpu::HostIsa::avx512)) {
+    WARN("this CPU or build has no AVX-512: only the baseline build runs here");
+    return;
+  }
+  for (const Pool2dGeometry& p : kShapes)
+    for (bool training : {true, false})
+      for (bool fused : {true, false}) {
+        check_isa<float>(p, training, fused);
+        check_isa<double>(p, training, fused);
+      }
+}
 
 TEST_CASE("cpu batch_norm_relu_pool: the bits of batch_norm with ReLU then max_pool2d, both ways, both modes",
           "[kernels]") {
