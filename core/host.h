@@ -1,6 +1,7 @@
 // The host side of the CPU backend, as code above core sets and reads it (torch.set_num_threads and friends): how
-// many threads the host kernels use, whether they flush denormal floats, the BLAS under the GEMMs, a profile of the
-// pool's parallel regions, and the pool itself for host loops of the layers above (the data loader's batch gather).
+// many threads the host kernels use, whether they flush denormal floats, the BLAS under the GEMMs, the ISA of the
+// kernels built twice, a profile of the pool's parallel regions, and the pool itself for host loops of the layers
+// above (the data loader's batch gather).
 // kernels/cpu/parallel.h says why results are the same at any thread count.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/linear.h"
 #include "kernels/cpu/region_profile.h"
@@ -29,6 +31,10 @@ inline bool flush_denormals() { return kernels::cpu::flush_denormals(); }
 // OpenBLAS's build string, and its threads inside one GEMM tile (1).
 inline std::string blas_config() { return kernels::cpu::blas_config(); }
 inline int blas_threads() { return kernels::cpu::blas_threads(); }
+
+// The build of the host kernels built twice (BatchNorm, pooling; kernels/cpu/isa.h) that runs: "AVX-512" or
+// "baseline (SSE2)".
+inline const char* host_kernels_isa() { return kernels::cpu::host_isa_name(kernels::cpu::host_isa()); }
 
 // Where the pool's time goes, region by region (`ember train --profile-regions`).
 using RegionStats = kernels::cpu::RegionStats;

@@ -113,10 +113,12 @@ template <typename T> void check_isa(const Pool2dGeometry& p, bool training, boo
   Results<T> want, got;
   {
     test::IsaScope scope(HostIsa::baseline);
+    REQUIRE(kernels::cpu::host_isa() == HostIsa::baseline);
     want = run<T>(p, training, fused);
   }
   {
     test::IsaScope scope(HostIsa::avx512);
+    REQUIRE(kernels::cpu::host_isa() == HostIsa::avx512);
     got = run<T>(p, training, fused);
   }
   CHECK(same_bits(got.y, want.y));
