@@ -345,7 +345,8 @@ template <typename T> void batch_norm_forward_train(const BatchNormGeometry& g, 
 template <typename T>
 void batch_norm_forward_eval(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias,
                              const T* running_mean, const T* running_var, T eps, bool relu, T* y, T* save_invstd) {
-  EMBER_ISA_DISPATCH(batch_norm_forward_eval<T>(g, x, weight, bias, running_mean, running_var, eps, relu, y, save_invstd));
+  EMBER_ISA_DISPATCH(
+      batch_norm_forward_eval<T>(g, x, weight, bias, running_mean, running_var, eps, relu, y, save_invstd));
   detail::check_batch_norm("cpu::batch_norm_forward_eval", g, false, static_cast<double>(eps));
   parallel_chunks(g.C, kChannelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {

@@ -246,8 +246,8 @@ TEST_CASE("Bad command lines and bad files: one clear line, exit 2 for usage and
 TEST_CASE("ember info and ember demo run on any machine", "[apps]") {
   Run info = run_ember("info");
   CHECK(info.code == 0);
-  CHECK_THAT(info.output, Catch::Contains("best device:") && Catch::Contains("BLAS") && Catch::Contains("data-parallel: ") &&
-                                  Catch::Contains("host kernels: "));
+  CHECK_THAT(info.output, Catch::Contains("best device:") && Catch::Contains("BLAS") &&
+                              Catch::Contains("data-parallel: ") && Catch::Contains("host kernels: "));
   Run demo = run_ember("demo");
   INFO(demo.output);
   CHECK(demo.code == 0);
