@@ -88,12 +88,8 @@ template <typename T> Results<T> run(const Pool2dGeometry& p, bool training, boo
   return r;
 }
 
-template <typename T> void check_same(const Pool2dGeometry& p, bool training, int threads) {
-  INFO("x (" << p.N << "," << p.C << "," << p.H << "," << p.W << ") window " << p.KH << "x" << p.KW << " stride "
-             << p.stride_h << " pad " << p.pad_h << " training " << training << " threads " << threads
-             << " bytes " << sizeof(T));
-  test::ThreadsScope scope(threads);
-  const Results<T> want = run<T>(p, training, false), got = run<T>(p, training, true);
+// Every output of `got` has `want`'s bits.
+template <typename T> void check_same_results(const Results<T>& got, const Results<T>& want) {
   CHECK(same_bits(got.y, want.y));
   CHECK(got.argmax == want.argmax);
   CHECK(same_bits(got.mean, want.mean));
@@ -104,6 +100,14 @@ template <typename T> void check_same(const Pool2dGeometry& p, bool training, in
   CHECK(same_bits(got.dx, want.dx));
   CHECK(same_bits(got.dweight, want.dweight));
   CHECK(same_bits(got.dbias, want.dbias));
+}
+
+template <typename T> void check_same(const Pool2dGeometry& p, bool training, int threads) {
+  INFO("x (" << p.N << "," << p.C << "," << p.H << "," << p.W << ") window " << p.KH << "x" << p.KW << " stride "
+             << p.stride_h << " pad " << p.pad_h << " training " << training << " threads " << threads
+             << " bytes " << sizeof(T));
+  test::ThreadsScope scope(threads);
+  check_same_results(run<T>(p, training, true), run<T>(p, training, false));
 }
 
 template <typename T> void check_isa(const Pool2dGeometry& p, bool training, bool fused) {
@@ -121,15 +125,7 @@ template <typename T> void check_isa(const Pool2dGeometry& p, bool training, boo
     REQUIRE(kernels::cpu::host_isa() == HostIsa::avx512);
     got = run<T>(p, training, fused);
   }
-  CHECK(same_bits(got.y, want.y));
-  CHECK(got.argmax == want.argmax);
-  CHECK(same_bits(got.mean, want.mean));
-  CHECK(same_bits(got.invstd, want.invstd));
-  CHECK(same_bits(got.running_mean, want.running_mean));
-  CHECK(same_bits(got.running_var, want.running_var));
-  CHECK(same_bits(got.dx, want.dx));
-  CHECK(same_bits(got.dweight, want.dweight));
-  CHECK(same_bits(got.dbias, want.dbias));
+  check_same_results(got, want);
 }
 
 }  // namespace
