@@ -32,8 +32,8 @@ inline bool flush_denormals() { return kernels::cpu::flush_denormals(); }
 inline std::string blas_config() { return kernels::cpu::blas_config(); }
 inline int blas_threads() { return kernels::cpu::blas_threads(); }
 
-// The build of the host kernels built twice (BatchNorm, pooling; kernels/cpu/isa.h) that runs: "AVX-512" or
-// "baseline (SSE2)".
+// The build of the host kernels built twice (BatchNorm, pooling, LayerNorm, attention; kernels/cpu/isa.h) that runs:
+// "AVX-512" or "baseline (SSE2)".
 inline const char* host_kernels_isa() { return kernels::cpu::host_isa_name(kernels::cpu::host_isa()); }
 
 // Where the pool's time goes, region by region (`ember train --profile-regions`).

@@ -11,11 +11,21 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/philox_words.h"
 #include "kernels/cpu/vecmath.h"
 
 namespace ember::kernels::cpu {
+
+#if EMBER_HOST_AVX512 && !defined(EMBER_ISA_AVX512)
+namespace avx512 {  // the entry points of this file's AVX-512 build (cpu/attention_avx512.cpp)
+template <typename T> void attention_forward(const AttentionForwardArgs<T>& a);
+template <typename T> void attention_backward(const AttentionBackwardArgs<T>& a);
+}  // namespace avx512
+#endif
+
+EMBER_ISA_BEGIN
 
 namespace {
 
@@ -214,6 +224,7 @@ template <typename T> void backward_slice(const AttentionBackwardArgs<T>& a, int
 }  // namespace
 
 template <typename T> void attention_forward(const AttentionForwardArgs<T>& a) {
+  EMBER_ISA_DISPATCH(attention_forward<T>(a));
   const AttentionDims& d = a.dims;
   if (d.batch <= 0 || d.heads <= 0 || d.q_len <= 0 || d.head_dim <= 0) return;
   parallel_for(d.batch * d.heads, [&](int64_t bh) {
@@ -224,6 +235,7 @@ template <typename T> void attention_forward(const AttentionForwardArgs<T>& a) {
 }
 
 template <typename T> void attention_backward(const AttentionBackwardArgs<T>& a) {
+  EMBER_ISA_DISPATCH(attention_backward<T>(a));
   const AttentionDims& d = a.dims;
   if (d.batch <= 0 || d.heads <= 0 || d.head_dim <= 0) return;
   parallel_for(d.batch * d.heads, [&](int64_t bh) {
@@ -238,4 +250,5 @@ template void attention_forward<double>(const AttentionForwardArgs<double>&);
 template void attention_backward<float>(const AttentionBackwardArgs<float>&);
 template void attention_backward<double>(const AttentionBackwardArgs<double>&);
 
+EMBER_ISA_END
 }  // namespace ember::kernels::cpu

@@ -2,7 +2,8 @@
 // cpu::avx512 of the same source (the cpu/*_avx512.cpp files include it with EMBER_ISA_AVX512 defined). The
 // baseline entry points hand each call to the AVX-512 build where the CPU has it; both give the same bits (the
 // compiler contracts no multiply-add and reorders no sum, so only the vector width changes), which
-// tests/kernels/test_isa.cpp checks. Only the kernels whose loops gain from the wider vectors are built twice.
+// tests/kernels/test_batchnorm_pool.cpp and tests/nn/test_transformer.cpp check. Only the kernels whose loops gain
+// from the wider vectors are built twice: BatchNorm, pooling, LayerNorm and attention.
 //
 // In a dual-built source: everything of the kernels sits between EMBER_ISA_BEGIN and EMBER_ISA_END (after the
 // includes, inside namespace cpu), and each entry point starts with EMBER_ISA_DISPATCH(its call). Templates from

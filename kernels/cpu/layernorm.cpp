@@ -6,9 +6,19 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ember::kernels::cpu {
+
+#if EMBER_HOST_AVX512 && !defined(EMBER_ISA_AVX512)
+namespace avx512 {  // the entry points of this file's AVX-512 build (cpu/layernorm_avx512.cpp)
+template <typename T> void layernorm_forward(const LayerNormForwardArgs<T>& a);
+template <typename T> void layernorm_backward(const LayerNormBackwardArgs<T>& a);
+}  // namespace avx512
+#endif
+
+EMBER_ISA_BEGIN
 
 namespace {
 
@@ -73,6 +83,7 @@ template <typename T> void backward_row(const LayerNormBackwardArgs<T>& a, int64
 }  // namespace
 
 template <typename T> void layernorm_forward(const LayerNormForwardArgs<T>& a) {
+  EMBER_ISA_DISPATCH(layernorm_forward<T>(a));
   if (a.rows <= 0 || a.cols <= 0) return;
   parallel_chunks(a.rows, rows_per_chunk(a.cols), [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) forward_row(a, r);
@@ -80,6 +91,7 @@ template <typename T> void layernorm_forward(const LayerNormForwardArgs<T>& a) {
 }
 
 template <typename T> void layernorm_backward(const LayerNormBackwardArgs<T>& a) {
+  EMBER_ISA_DISPATCH(layernorm_backward<T>(a));
   if (a.rows <= 0 || a.cols <= 0) return;
   const int64_t grain = rows_per_chunk(a.cols);
   const int64_t chunks = chunk_count(a.rows, grain);
@@ -107,4 +119,5 @@ template void layernorm_forward<double>(const LayerNormForwardArgs<double>&);
 template void layernorm_backward<float>(const LayerNormBackwardArgs<float>&);
 template void layernorm_backward<double>(const LayerNormBackwardArgs<double>&);
 
+EMBER_ISA_END
 }  // namespace ember::kernels::cpu

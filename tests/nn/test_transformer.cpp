@@ -3,6 +3,7 @@
 // causal mask, a key padding mask, sequence-first inputs), dropout that is the identity in eval, and the errors.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "nn/nn.h"
 #include "support/compare.h"
 #include "support/gradcheck.h"
+#include "support/isa.h"
 
 using namespace ember;
 
@@ -157,4 +159,51 @@ TEST_CASE("The ViT has the peer module's names and passes the float64 gradient c
   CHECK_THROWS_AS(vit.set_input_grad(true), ValueError);
   CHECK_THROWS_WITH(vit.forward(Tensor::zeros({2, 1, 27, 27}, DType::F64)),
                     Catch::Contains("expects images of shape [2, 1, 28, 28], but got [2, 1, 27, 27]"));
+}
+
+namespace {
+
+// A fresh layer's output, input gradient and parameter gradients, seeded the same each time.
+std::vector<std::vector<double>> layer_results(DType dtype, bool norm_first, bool causal) {
+  Generator gen(11);
+  nn::TransformerEncoderLayer layer({.d_model = 32, .nhead = 4, .dim_feedforward = 48, .dropout = 0.1,
+                                     .activation = "gelu", .layer_norm_eps = 1e-5, .batch_first = true,
+                                     .norm_first = norm_first},
+                                    dtype, Device::cpu(), gen);
+  const Tensor x = Tensor::randn({3, 13, 32}, 12, dtype), dy = Tensor::randn({3, 13, 32}, 13, dtype);
+  std::vector<std::vector<double>> out;
+  out.push_back(layer.forward(x, {Tensor(), causal}).to(DType::F64).to_vector<double>());
+  out.push_back(layer.backward(dy).to(DType::F64).to_vector<double>());
+  for (const auto& p : layer.parameters()) out.push_back(p->grad.to(DType::F64).to_vector<double>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("A Transformer layer gives the same bits in the AVX-512 and the baseline builds of its kernels",
+          "[nn][transformer]") {
+  using kernels::cpu::HostIsa;
+  if (!kernels::cpu::host_isa_available(HostIsa::avx512)) {
+    WARN("this CPU or build has no AVX-512: only the baseline build runs here");
+    return;
+  }
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool norm_first : {false, true})
+      for (bool causal : {false, true}) {
+        INFO("dtype " << dtype_name(dtype) << " norm_first " << norm_first << " causal " << causal);
+        std::vector<std::vector<double>> want, got;
+        {
+          test::IsaScope scope(HostIsa::baseline);
+          want = layer_results(dtype, norm_first, causal);
+        }
+        {
+          test::IsaScope scope(HostIsa::avx512);
+          got = layer_results(dtype, norm_first, causal);
+        }
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < want.size(); ++i) {  // doubles made from the same floats: the same bytes
+          REQUIRE(got[i].size() == want[i].size());
+          CHECK(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(double)) == 0);
+        }
+      }
 }
