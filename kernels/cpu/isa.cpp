@@ -30,7 +30,7 @@ HostIsa host_isa() {
 
 void set_host_isa(HostIsa isa) {
   EMBER_CHECK(host_isa_available(isa), ValueError, "set_host_isa: ", host_isa_name(isa), " is not available here ",
-              EMBER_HOST_AVX512 ? "(the CPU lacks AVX-512 F, BW, DQ or VL)" : "(not an x86-64 build by GCC or Clang)",
+              EMBER_HOST_AVX512 ? "(the CPU lacks AVX-512 F, BW, DQ or VL)" : "(not an x86-64 build by GCC)",
               "; use the baseline");
   baseline_chosen.store(isa == HostIsa::baseline, std::memory_order_relaxed);
 }

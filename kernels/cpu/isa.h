@@ -14,8 +14,8 @@ namespace ember::kernels::cpu {
 
 enum class HostIsa { baseline, avx512 };
 
-// Whether this build and CPU can run `isa`: AVX-512 needs an x86-64 build by GCC or Clang and a CPU with AVX-512
-// F, BW, DQ and VL.
+// Whether this build and CPU can run `isa`: AVX-512 needs an x86-64 build by GCC and a CPU with AVX-512 F, BW, DQ
+// and VL.
 bool host_isa_available(HostIsa isa);
 // The build the dual-built kernels run: AVX-512 where available, unless set_host_isa chose the baseline.
 HostIsa host_isa();
@@ -26,7 +26,8 @@ const char* host_isa_name(HostIsa isa);  // "baseline (SSE2)", "AVX-512"
 
 }  // namespace ember::kernels::cpu
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// GCC's target pragmas make the AVX-512 build; other compilers get the baseline alone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define EMBER_HOST_AVX512 1
 #else
 #define EMBER_HOST_AVX512 0
