@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/conv_packed.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/stream_store.h"
 #include "kernels/linear.h"
@@ -258,11 +260,51 @@ int64_t weight_groups(int64_t chunks, int64_t weight_elements) {
                              std::min(kMaxWeightGroups, std::max<int64_t>(chunks, 1)));
 }
 
+// Whether the weight gradient runs ember's own product (kernels/cpu/conv_packed.h), and its partials' row stride.
+template <typename T> bool own_weight_product(const Conv2dGeometry& g) {
+#if EMBER_HOST_AVX512
+  if constexpr (std::is_same_v<T, float>) return packed::weight_gradient_applies(g);
+#endif
+  return false;
+}
+int64_t packed_weight_stride(int64_t filters) {
+#if EMBER_HOST_AVX512
+  return packed::weight_gradient_stride(filters);
+#else
+  return filters;
+#endif
+}
+
+// A group's partial (first: it holds nothing yet) += the chunk's product dy (OC, cols) @ col^T (cols, CKK): ember's
+// own, transposed, or OpenBLAS's.
+template <typename T>
+void weight_product(const Conv2dGeometry& g, bool own, const T* rows, const T* col, int64_t cols, bool first,
+                    T* partial) {
+#if EMBER_HOST_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (own) return packed::avx512::weight_gradient_chunk(g.OC, g.CKK(), cols, rows, col, first, partial);
+#endif
+  (void)own;
+  gemm<T>(false, true, g.OC, g.CKK(), cols, T(1), rows, cols, col, cols, first ? T(0) : T(1), partial, g.CKK(),
+          nullptr, Epilogue::None);
+}
+
 }  // namespace
 
 template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* weight, const T* bias, T* y) {
   detail::check_conv2d_geometry("cpu::conv2d_forward", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
+#if EMBER_HOST_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (packed::forward_applies(g)) {  // ember's own product, packed straight from x (kernels/cpu/conv_packed.h)
+      const packed::Plan plan = packed::forward_plan(g, weight);
+      parallel_for(chunk_count(g.N, nb), [&](int64_t i) {
+        const int64_t n0 = i * nb;
+        packed::avx512::forward_chunk(plan, x + n0 * in_image, bias, std::min(nb, g.N - n0), y + n0 * g.OC * P);
+      });
+      return;
+    }
+#endif
   // Chunks are independent: each is a task, run end to end by one thread with its own buffers (the chunk's GEMM and
   // per-image steps then run inline, in the same tiles as on the calling thread).
   parallel_for(chunk_count(g.N, nb), [&](int64_t i) {
@@ -296,7 +338,10 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
   if (g.N == 0) return;  // no images: dW and the bias gradient gain nothing
   const int64_t chunks = chunk_count(g.N, nb), weights = g.OC * CKK, groups = weight_groups(chunks, weights);
-  T* partial = scratch<T>(2, static_cast<size_t>(groups * weights));  // the calling thread's; every group writes its own
+  // A group's partial: (OC, CKK), or (CKK, a stride of OC rounded up) transposed for ember's own product.
+  const bool own = own_weight_product<T>(g);
+  const int64_t stride = own ? packed_weight_stride(g.OC) : CKK, partial_size = own ? CKK * stride : weights;
+  T* partial = scratch<T>(2, static_cast<size_t>(groups * partial_size));  // the calling thread's; each group its own
   std::vector<double> bias_sum(static_cast<size_t>(groups * g.OC), 0.0);
   parallel_for(groups, [&](int64_t k) {
     T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
@@ -305,16 +350,14 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
       const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0), cols = chunk * P;
       im2col_chunk(g, x + n0 * in_image, chunk, col);
       gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
-      // partial k (OC, CKK) (+)= dy (OC, cols) @ col^T (cols, CKK)
-      const T beta = i == chunks * k / groups ? T(0) : T(1);
-      gemm<T>(false, true, g.OC, CKK, cols, T(1), rows, cols, col, cols, beta, partial + k * weights, CKK, nullptr,
-              Epilogue::None);
+      weight_product(g, own, rows, col, cols, i == chunks * k / groups, partial + k * partial_size);
       if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data() + k * g.OC);
     }
   });
   parallel_chunks(weights, kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t k = 0; k < groups; ++k)
-      for (int64_t j = begin; j < end; ++j) dweight[j] += partial[k * weights + j];
+      for (int64_t j = begin; j < end; ++j)
+        dweight[j] += partial[k * partial_size + (own ? j % CKK * stride + j / CKK : j)];
   });
   if (dbias != nullptr)
     for (int64_t o = 0; o < g.OC; ++o) {

@@ -37,10 +37,11 @@ void check_eval(const fs::path& model, const nlohmann::json& expected) {
   CHECK(got.at("loss").get<double>() == Approx(expected.at("loss").get<double>()).epsilon(1e-6));
 }
 
-// The fixtures were written with OpenBLAS's AVX-512 kernels (its SkylakeX and Cooperlake cores sum alike). Some
-// machines here hold OpenBLAS to its AVX2 kernels (OPENBLAS_CORETYPE=Haswell, DESIGN.md), which sum the same
-// products in another order: 13 of the resumed tensors differ there. So the resume runs on the AVX-512 kernels
-// wherever the CPU has them; where it has not, the bits cannot be those of the fixtures' machine.
+// The fixtures were written with OpenBLAS's SkylakeX (AVX-512) kernels. Its other kernels sum the same products in
+// other orders: its AVX2 kernels (OPENBLAS_CORETYPE=Haswell, set on some machines here, DESIGN.md) within their blocks
+// (13 of the resumed tensors differ), its Cooperlake kernels in depth blocks of 320 rather than 448. So the resume
+// runs on the SkylakeX kernels wherever the CPU has AVX-512 (ember's own convolution products sum as they do,
+// kernels/cpu/conv_packed.h); where it has not, the bits cannot be those of the fixtures' machine.
 std::string fixture_blas() {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&

@@ -2,13 +2,17 @@
 // null or not, gradients accumulated), finite-difference gradient checks, and the argument rules.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "kernels/conv.h"
+#include "kernels/cpu/conv_packed.h"
 #include "support/cnn_reference.h"
 #include "support/data.h"
 #include "support/gradcheck.h"
+#include "support/isa.h"
 #include "support/threads.h"
 
 using namespace ember;
@@ -27,6 +31,12 @@ const std::vector<Conv2dGeometry> kShapes = {
     // Stride 1 with OW == W (im2col and col2im by whole planes): fewer rows out than in, more rows out than in, and
     // a padding as wide as the input, where whole taps fall off the plane's edge.
     {2, 2, 9, 6, 3, 5, 3, 1, 1, 1, 1},     {2, 3, 5, 7, 4, 3, 1, 1, 1, 2, 0},   {2, 2, 3, 2, 3, 3, 5, 1, 1, 1, 2},
+    // ember's AVX-512 products (kernels/cpu/conv_packed.h: 64+ deep; the forward's with plane taps and 16+ pixels):
+    // filters that leave a forward tile of 8 part empty and fill 1, 2, 3 or 4 + 1 vectors of the weight gradient's
+    // tiles, images of 20, 24, 25 and 30 pixels (a vector of 16 spanning two, a panel of 48 three), last panels cut
+    // short, taps off every edge, a forward 468 deep (two depth blocks) and a weight gradient 1200 columns long (three).
+    {3, 8, 5, 4, 13, 3, 3, 1, 1, 1, 1},    {2, 7, 6, 5, 9, 5, 3, 1, 1, 2, 1},   {3, 16, 4, 6, 40, 3, 3, 1, 1, 1, 1},
+    {2, 52, 5, 5, 24, 3, 3, 1, 1, 1, 1},   {12, 8, 10, 10, 70, 3, 3, 1, 1, 1, 1},
 };
 
 std::string describe(const Conv2dGeometry& g) {
@@ -78,10 +88,21 @@ template <typename T> void check_against_reference(const Conv2dGeometry& g) {
 }  // namespace
 
 TEST_CASE("cpu conv2d forward and both gradients match the direct definition (f32, f64)", "[kernels]") {
-  for (const auto& g : kShapes) {
-    check_against_reference<double>(g);
-    check_against_reference<float>(g);
+  using kernels::cpu::HostIsa;
+  int own = 0;  // shapes whose float forward and weight gradient ran ember's AVX-512 products
+  for (HostIsa isa : {HostIsa::baseline, HostIsa::avx512}) {
+    if (!kernels::cpu::host_isa_available(isa)) continue;
+    test::IsaScope scope(isa);
+    INFO(kernels::cpu::host_isa_name(isa));
+    for (const auto& g : kShapes) {
+      check_against_reference<double>(g);
+      check_against_reference<float>(g);
+#if EMBER_HOST_AVX512
+      own += kernels::cpu::packed::forward_applies(g) && kernels::cpu::packed::weight_gradient_applies(g) ? 1 : 0;
+#endif
+    }
   }
+  if (kernels::cpu::host_isa_available(HostIsa::avx512)) CHECK(own == 6);
 }
 
 TEST_CASE("cpu conv2d gradients pass a float64 finite-difference check", "[kernels]") {
@@ -110,7 +131,8 @@ TEST_CASE("cpu conv2d gradients pass a float64 finite-difference check", "[kerne
 TEST_CASE("cpu conv2d: the same bits at 1, 2 and 3 threads, chunks of images run by any thread", "[kernels]") {
   // Several im2col chunks each (28x28 outputs: 2 images a chunk; 6x6: 43), the last one partial, so the chunks and
   // the images inside a chunk are spread over the threads.
-  const std::vector<Conv2dGeometry> shapes = {{7, 2, 28, 28, 5, 3, 3, 1, 1, 1, 1}, {100, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1}};
+  const std::vector<Conv2dGeometry> shapes = {{7, 2, 28, 28, 5, 3, 3, 1, 1, 1, 1}, {100, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1},
+                                              {40, 16, 7, 7, 10, 3, 3, 1, 1, 1, 1}};  // the last: the AVX-512 forward's
   for (const auto& g : shapes) {
     INFO(describe(g));
     ConvData d(g, 5);
@@ -129,6 +151,67 @@ TEST_CASE("cpu conv2d: the same bits at 1, 2 and 3 threads, chunks of images run
     }
   }
 }
+
+#if EMBER_HOST_AVX512
+// The order kernels/cpu/conv_packed.h promises, written out: depth blocks of 448 (the last two, under 896, halved and
+// rounded up to 16), each a chain of fused multiply-adds from 0, added to the total in order. It is what makes the
+// products OpenBLAS's SkylakeX bits.
+TEST_CASE("cpu conv2d: the AVX-512 products sum blocks of fused multiply-add chains, bit for bit", "[kernels]") {
+  using kernels::cpu::HostIsa;
+  namespace packed = kernels::cpu::packed;
+  if (!kernels::cpu::host_isa_available(HostIsa::avx512)) return;  // nothing of theirs runs here
+  test::IsaScope scope(HostIsa::avx512);
+  CHECK(packed::depth_block(900) == 448);
+  CHECK(packed::depth_block(452) == 240);
+  CHECK(packed::depth_block(784) == 400);
+  CHECK(packed::depth_block(384) == 384);
+  auto blocked = [](int64_t depth, const auto& term) {  // term(k) = {a, b}: the sum of a * b over k
+    float total = 0;
+    for (int64_t k0 = 0; k0 < depth; k0 += packed::depth_block(depth - k0)) {
+      float chain = 0;
+      for (int64_t k = k0; k < k0 + packed::depth_block(depth - k0); ++k) {
+        const auto [a, b] = term(k);
+        chain = std::fma(a, b, chain);
+      }
+      total = total + chain;
+    }
+    return total;
+  };
+  // im2col's entry (k, pixel p of image n): tap (c, kh, kw) of the 3x3 window, padding 1.
+  auto tap = [](const Conv2dGeometry& g, const std::vector<float>& x, int64_t n, int64_t k, int64_t p) {
+    const int64_t c = k / 9, ih = p / g.W + k % 9 / 3 - 1, iw = p % g.W + k % 3 - 1;
+    return ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f : x[static_cast<size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)];
+  };
+
+  const Conv2dGeometry f{1, 100, 5, 5, 3, 3, 3, 1, 1, 1, 1};  // 900 deep: blocks of 448, 240 and 212
+  REQUIRE(packed::forward_applies(f));
+  ConvData d(f, 11);
+  const auto x = cast<float>(d.x), w = cast<float>(d.w), b = cast<float>(d.b);
+  std::vector<float> y(static_cast<size_t>(f.OC * 25));
+  kernels::cpu::conv2d_forward<float>(f, x.data(), w.data(), b.data(), y.data());
+  for (int64_t o = 0; o < f.OC; ++o)
+    for (int64_t p = 0; p < 25; ++p) {
+      const float sum = blocked(f.CKK(), [&](int64_t k) {
+        return std::pair{w[static_cast<size_t>(o * f.CKK() + k)], tap(f, x, 0, k, p)};
+      });
+      CHECK(y[static_cast<size_t>(o * 25 + p)] == sum + b[static_cast<size_t>(o)]);
+    }
+
+  const Conv2dGeometry g{4, 8, 14, 14, 5, 3, 3, 1, 1, 1, 1};  // one chunk of 784 columns: blocks of 400 and 384
+  REQUIRE(packed::weight_gradient_applies(g));
+  ConvData e(g, 12);
+  const auto gx = cast<float>(e.x), dy = cast<float>(e.dy);
+  std::vector<float> dw(static_cast<size_t>(g.OC * g.CKK()), 0.0f);
+  kernels::cpu::conv2d_backward_weight<float>(g, gx.data(), dy.data(), dw.data(), nullptr);
+  for (int64_t o = 0; o < g.OC; ++o)
+    for (int64_t k = 0; k < g.CKK(); ++k) {
+      const float sum = blocked(g.N * 196, [&](int64_t q) {
+        return std::pair{dy[static_cast<size_t>((q / 196 * g.OC + o) * 196 + q % 196)], tap(g, gx, q / 196, k, q % 196)};
+      });
+      CHECK(dw[static_cast<size_t>(o * g.CKK() + k)] == sum);
+    }
+}
+#endif
 
 TEST_CASE("cpu conv2d rejects geometries that have no output", "[kernels]") {
   std::vector<float> buf(4096, 0.f);
