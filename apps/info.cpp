@@ -17,7 +17,9 @@ void print_info() {
   std::printf("host: %u hardware threads, %d kernel threads (--threads)\n", std::thread::hardware_concurrency(),
               num_threads());
   std::printf("BLAS: OpenBLAS (%s), one thread inside each GEMM tile\n", blas_config().c_str());
-  std::printf("host kernels: %s build of BatchNorm, pooling, LayerNorm and attention\n", host_kernels_isa());
+  std::printf("host kernels: %s build of BatchNorm, pooling, LayerNorm and attention; convolutions on %s\n",
+              host_kernels_isa(),
+              host_kernels_avx512() ? "ember's own products (64+ deep, float) and OpenBLAS" : "OpenBLAS");
   int n = cuda::device_count();
   if (n == 0) {
     std::printf("cuda: %s\n", cuda::unavailable_reason().c_str());

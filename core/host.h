@@ -35,6 +35,8 @@ inline int blas_threads() { return kernels::cpu::blas_threads(); }
 // The build of the host kernels built twice (BatchNorm, pooling, LayerNorm, attention; kernels/cpu/isa.h) that runs:
 // "AVX-512" or "baseline (SSE2)".
 inline const char* host_kernels_isa() { return kernels::cpu::host_isa_name(kernels::cpu::host_isa()); }
+// Whether that build is AVX-512, which also runs ember's own convolution products (kernels/cpu/conv_packed.h).
+inline bool host_kernels_avx512() { return kernels::cpu::host_isa() == kernels::cpu::HostIsa::avx512; }
 
 // Where the pool's time goes, region by region (`ember train --profile-regions`).
 using RegionStats = kernels::cpu::RegionStats;
