@@ -115,29 +115,37 @@ void pack_panel(const Plan& plan, const float* x, const Span (&spans)[kVectors],
   }
 }
 
-// 8 packed filters (depth, 8) @ the panel (depth, 48) over depths [k0, k1), a chain of fused multiply-adds from 0
-// for each output, into the tile (first: the tile holds 0) or added to it.
+// acc[r][v] = the sum over k in [k0, k1) of a(k, r) * b[k * b_step + 16 * v ...], each a chain of fused multiply-adds
+// from 0 in k: the tiles of both products (the broadcast a and the vectors b their operands).
+template <int R, int NV, typename A>
+__attribute__((always_inline)) inline void fma_chains(__m512 (&acc)[R][NV], int64_t k0, int64_t k1, const A& a,
+                                                      const float* b, int64_t b_step) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t k = k0; k < k1; ++k) {
+    __m512 bk[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bk[v] = _mm512_loadu_ps(b + k * b_step + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(a(k, r));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bk[v], acc[r][v]);
+    }
+  }
+}
+
+// 8 packed filters (depth, 8) @ the panel (depth, 48) over depths [k0, k1), into the tile (first: it holds 0) or
+// added to it.
 struct Tile {
   __m512 acc[kTileFilters][kVectors];
 };
 
 void multiply(const float* filters, const float* panel, int64_t k0, int64_t k1, bool first, Tile& total) {
   Tile t;
-#pragma GCC unroll 8
-  for (int r = 0; r < kTileFilters; ++r)
-#pragma GCC unroll 3
-    for (int v = 0; v < kVectors; ++v) t.acc[r][v] = _mm512_setzero_ps();
-  for (int64_t k = k0; k < k1; ++k) {
-    __m512 b[kVectors];
-#pragma GCC unroll 3
-    for (int v = 0; v < kVectors; ++v) b[v] = _mm512_loadu_ps(panel + k * kPanel + 16 * v);
-#pragma GCC unroll 8
-    for (int r = 0; r < kTileFilters; ++r) {
-      const __m512 w = _mm512_set1_ps(filters[k * kTileFilters + r]);
-#pragma GCC unroll 3
-      for (int v = 0; v < kVectors; ++v) t.acc[r][v] = _mm512_fmadd_ps(w, b[v], t.acc[r][v]);
-    }
-  }
+  fma_chains(t.acc, k0, k1, [filters](int64_t k, int r) { return filters[k * kTileFilters + r]; }, panel, kPanel);
   for (int r = 0; r < kTileFilters; ++r)
     for (int v = 0; v < kVectors; ++v)
       total.acc[r][v] = _mm512_add_ps(first ? _mm512_setzero_ps() : total.acc[r][v], t.acc[r][v]);
@@ -228,21 +236,7 @@ template <int NV>
 void weight_tile(const float* const (&col_rows)[kTileWeights], const float* dyt, int64_t stride, int64_t q0, int64_t q1,
                  int weights, bool first, float* out) {
   __m512 acc[kTileWeights][NV];
-#pragma GCC unroll 6
-  for (int i = 0; i < kTileWeights; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  for (int64_t q = q0; q < q1; ++q) {
-    __m512 b[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(dyt + q * stride + 16 * v);
-#pragma GCC unroll 6
-    for (int i = 0; i < kTileWeights; ++i) {
-      const __m512 a = _mm512_set1_ps(col_rows[i][q]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
-    }
-  }
+  fma_chains(acc, q0, q1, [&col_rows](int64_t q, int i) { return col_rows[i][q]; }, dyt, stride);
 #pragma GCC unroll 6
   for (int i = 0; i < kTileWeights; ++i) {
     if (i >= weights) break;
