@@ -1,5 +1,6 @@
 // Host convolution: im2col of a few images at a time into a reused buffer, one OpenBLAS GEMM per chunk, the chunks
-// (or, for the weight gradient, groups of them) run as tasks of the host pool.
+// (or, for the weight gradient, groups of them) run as tasks of the host pool. Where the AVX-512 build runs, the
+// float forward and weight gradient of layers 64+ deep use ember's own products instead (kernels/cpu/conv_packed.h).
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -355,9 +356,17 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
     }
   });
   parallel_chunks(weights, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t k = 0; k < groups; ++k)
-      for (int64_t j = begin; j < end; ++j)
-        dweight[j] += partial[k * partial_size + (own ? j % CKK * stride + j / CKK : j)];
+    for (int64_t k = 0; k < groups; ++k) {
+      const T* p = partial + k * partial_size;
+      if (!own) {
+        for (int64_t j = begin; j < end; ++j) dweight[j] += p[j];
+        continue;
+      }
+      for (int64_t j = begin, o = begin / CKK, w = begin % CKK; j < end; ++j) {  // dweight[o][w] += p[w][o]
+        dweight[j] += p[w * stride + o];
+        if (++w == CKK) w = 0, ++o;
+      }
+    }
   });
   if (dbias != nullptr)
     for (int64_t o = 0; o < g.OC; ++o) {
