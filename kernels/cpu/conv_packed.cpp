@@ -1,5 +1,6 @@
-// ember's own AVX-512 forward product for the float convolution (kernels/cpu/conv_packed.h). The planning runs on any
-// x86-64; the kernels sit in a GCC target region (kernels/cpu/isa.h) and run only where the CPU has AVX-512.
+// ember's own AVX-512 products for the float convolution's forward and weight gradient (kernels/cpu/conv_packed.h).
+// The planning runs on any x86-64; the kernels sit in a GCC target region (kernels/cpu/isa.h) and run only where the
+// CPU has AVX-512.
 #define EMBER_ISA_AVX512 1  // so that EMBER_ISA_BEGIN opens the AVX-512 region: this file has no baseline build
 #include "kernels/cpu/conv_packed.h"
 

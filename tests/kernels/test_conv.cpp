@@ -34,7 +34,7 @@ const std::vector<Conv2dGeometry> kShapes = {
     // ember's AVX-512 products (kernels/cpu/conv_packed.h: 64+ deep; the forward's with plane taps and 16+ pixels):
     // filters that leave a forward tile of 8 part empty and fill 1, 2, 3 or 4 + 1 vectors of the weight gradient's
     // tiles, images of 20, 24, 25 and 30 pixels (a vector of 16 spanning two, a panel of 48 three), last panels cut
-    // short, taps off every edge, a forward 468 deep (two depth blocks) and a weight gradient 1200 columns long (three).
+    // short, taps off every edge, a forward 468 deep (two depth blocks), a weight gradient 1200 columns long (three).
     {3, 8, 5, 4, 13, 3, 3, 1, 1, 1, 1},    {2, 7, 6, 5, 9, 5, 3, 1, 1, 2, 1},   {3, 16, 4, 6, 40, 3, 3, 1, 1, 1, 1},
     {2, 52, 5, 5, 24, 3, 3, 1, 1, 1, 1},   {12, 8, 10, 10, 70, 3, 3, 1, 1, 1, 1},
 };
@@ -131,8 +131,9 @@ TEST_CASE("cpu conv2d gradients pass a float64 finite-difference check", "[kerne
 TEST_CASE("cpu conv2d: the same bits at 1, 2 and 3 threads, chunks of images run by any thread", "[kernels]") {
   // Several im2col chunks each (28x28 outputs: 2 images a chunk; 6x6: 43), the last one partial, so the chunks and
   // the images inside a chunk are spread over the threads.
+  // The last: ember's AVX-512 products, two chunks of images in two groups.
   const std::vector<Conv2dGeometry> shapes = {{7, 2, 28, 28, 5, 3, 3, 1, 1, 1, 1}, {100, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1},
-                                              {40, 16, 7, 7, 10, 3, 3, 1, 1, 1, 1}};  // the last: the AVX-512 forward's
+                                              {40, 16, 7, 7, 10, 3, 3, 1, 1, 1, 1}};
   for (const auto& g : shapes) {
     INFO(describe(g));
     ConvData d(g, 5);
@@ -180,7 +181,8 @@ TEST_CASE("cpu conv2d: the AVX-512 products sum blocks of fused multiply-add cha
   // im2col's entry (k, pixel p of image n): tap (c, kh, kw) of the 3x3 window, padding 1.
   auto tap = [](const Conv2dGeometry& g, const std::vector<float>& x, int64_t n, int64_t k, int64_t p) {
     const int64_t c = k / 9, ih = p / g.W + k % 9 / 3 - 1, iw = p % g.W + k % 3 - 1;
-    return ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f : x[static_cast<size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)];
+    if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return 0.0f;
+    return x[static_cast<size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)];
   };
 
   const Conv2dGeometry f{1, 100, 5, 5, 3, 3, 3, 1, 1, 1, 1};  // 900 deep: blocks of 448, 240 and 212
@@ -206,7 +208,8 @@ TEST_CASE("cpu conv2d: the AVX-512 products sum blocks of fused multiply-add cha
   for (int64_t o = 0; o < g.OC; ++o)
     for (int64_t k = 0; k < g.CKK(); ++k) {
       const float sum = blocked(g.N * 196, [&](int64_t q) {
-        return std::pair{dy[static_cast<size_t>((q / 196 * g.OC + o) * 196 + q % 196)], tap(g, gx, q / 196, k, q % 196)};
+        const int64_t n = q / 196, p = q % 196;
+        return std::pair{dy[static_cast<size_t>((n * g.OC + o) * 196 + p)], tap(g, gx, n, k, p)};
       });
       CHECK(dw[static_cast<size_t>(o * g.CKK() + k)] == sum);
     }
