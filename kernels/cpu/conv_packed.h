@@ -53,7 +53,8 @@ int64_t weight_gradient_stride(int64_t filters);
 // under 896, or all. Each output sums each block in one chain of fused multiply-adds from 0 and adds the block's sum
 // to its total. That is the order of OpenBLAS 0.3.21's SkylakeX kernels (its Cooperlake kernels sum blocks of 320),
 // so where OpenBLAS runs its general kernels (as for the default CNN's conv2) these products give the GEMM path's
-// bits on SkylakeX, and runs written before them resume to the same weights (tests/apps/test_old_checkpoints.cpp).
+// bits on SkylakeX, and a CNN trained before them trains on to the same weights. tests/kernels/test_conv.cpp writes
+// the order out and checks both products against it.
 int64_t depth_block(int64_t remaining);
 
 namespace avx512 {  // AVX-512 code: call only where forward_applies or weight_gradient_applies said so
