@@ -261,19 +261,15 @@ int64_t weight_groups(int64_t chunks, int64_t weight_elements) {
                              std::min(kMaxWeightGroups, std::max<int64_t>(chunks, 1)));
 }
 
-// Whether the weight gradient runs ember's own product (kernels/cpu/conv_packed.h), and its partials' row stride.
-template <typename T> bool own_weight_product(const Conv2dGeometry& g) {
+// Where the weight gradient runs ember's own product (kernels/cpu/conv_packed.h): the row stride of its transposed
+// partials; elsewhere 0.
+template <typename T> int64_t own_weight_stride(const Conv2dGeometry& g) {
 #if EMBER_HOST_AVX512
-  if constexpr (std::is_same_v<T, float>) return packed::weight_gradient_applies(g);
+  if constexpr (std::is_same_v<T, float>)
+    if (packed::weight_gradient_applies(g)) return packed::weight_gradient_stride(g.OC);
 #endif
-  return false;
-}
-int64_t packed_weight_stride(int64_t filters) {
-#if EMBER_HOST_AVX512
-  return packed::weight_gradient_stride(filters);
-#else
-  return filters;
-#endif
+  (void)g;
+  return 0;
 }
 
 // A group's partial (first: it holds nothing yet) += the chunk's product dy (OC, cols) @ col^T (cols, CKK): ember's
@@ -340,8 +336,9 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
   if (g.N == 0) return;  // no images: dW and the bias gradient gain nothing
   const int64_t chunks = chunk_count(g.N, nb), weights = g.OC * CKK, groups = weight_groups(chunks, weights);
   // A group's partial: (OC, CKK), or (CKK, a stride of OC rounded up) transposed for ember's own product.
-  const bool own = own_weight_product<T>(g);
-  const int64_t stride = own ? packed_weight_stride(g.OC) : CKK, partial_size = own ? CKK * stride : weights;
+  const int64_t stride = own_weight_stride<T>(g);
+  const bool own = stride > 0;
+  const int64_t partial_size = own ? CKK * stride : weights;
   T* partial = scratch<T>(2, static_cast<size_t>(groups * partial_size));  // the calling thread's; each group its own
   std::vector<double> bias_sum(static_cast<size_t>(groups * g.OC), 0.0);
   parallel_for(groups, [&](int64_t k) {
