@@ -34,6 +34,10 @@ template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const 
 // dweight += the gradient w.r.t. weight, dbias += the sum of dy over N, OH, OW (dbias may be null).
 template <typename T>
 void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dweight, T* dbias);
+// Both: conv2d_backward_weight and, where dx is not null, conv2d_backward_input's dx from each chunk of dy gathered
+// once (the same bits as the two calls).
+template <typename T>
+void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* dy, const T* weight, T* dweight, T* dbias, T* dx);
 }  // namespace cpu
 
 namespace cuda {

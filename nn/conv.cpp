@@ -43,9 +43,10 @@ Tensor Conv2d::backward(const Tensor& grad_out) {
   check_forward_ran(input_.defined());
   check_input(grad_out);
   Tensor no_bias;
-  ops::conv2d_backward_weight_(weight_->grad, bias_ ? bias_->grad : no_bias, input_, grad_out, params_);
-  if (!input_grad()) return Tensor();  // the input is data: nobody needs its gradient
-  return ops::conv2d_backward_input(grad_out, weight_->value, input_.shape(), params_);
+  Tensor& grad_bias = bias_ ? bias_->grad : no_bias;
+  if (input_grad()) return ops::conv2d_backward_(weight_->grad, grad_bias, input_, grad_out, weight_->value, params_);
+  ops::conv2d_backward_weight_(weight_->grad, grad_bias, input_, grad_out, params_);
+  return Tensor();  // the input is data: nobody needs its gradient
 }
 
 }  // namespace ember::nn

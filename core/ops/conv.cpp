@@ -1,4 +1,4 @@
-// conv2d and its two backward ops: checks, then one dispatch to the host (im2col + OpenBLAS) or CUDA kernels.
+// conv2d and its backward ops: checks, then one dispatch to the host (im2col + OpenBLAS) or CUDA kernels.
 #include "core/checks.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
@@ -82,9 +82,11 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const
   return dx;
 }
 
-void conv2d_backward_weight_(Tensor& grad_weight, Tensor& grad_bias, const Tensor& x, const Tensor& grad_out,
-                             const Conv2dParams& p) {
-  const char* op = "conv2d_backward_weight_";
+namespace {
+
+// conv2d_backward_weight_'s checks, for `op`; returns the geometry.
+k::Conv2dGeometry check_weight_gradient(const char* op, const Tensor& grad_weight, const Tensor& grad_bias,
+                                        const Tensor& x, const Tensor& grad_out, const Conv2dParams& p) {
   check_defined(op, {"grad_weight", grad_weight});
   check_defined(op, {"input", x});
   check_defined(op, {"grad_output", grad_out});
@@ -101,6 +103,15 @@ void conv2d_backward_weight_(Tensor& grad_weight, Tensor& grad_bias, const Tenso
     EMBER_CHECK(grad_bias.shape() == Shape{g.OC} && grad_bias.is_contiguous(), ShapeError, op,
                 "() expects a contiguous grad_bias of shape [", g.OC, "], but got ", shape_str(grad_bias.shape()));
   }
+  return g;
+}
+
+}  // namespace
+
+void conv2d_backward_weight_(Tensor& grad_weight, Tensor& grad_bias, const Tensor& x, const Tensor& grad_out,
+                             const Conv2dParams& p) {
+  const char* op = "conv2d_backward_weight_";
+  const k::Conv2dGeometry g = check_weight_gradient(op, grad_weight, grad_bias, x, grad_out, p);
   if (x.device().is_meta()) return;
   Tensor xc = x.contiguous(), dyc = grad_out.contiguous();
   visit_floating(x.dtype(), op, [&](auto zero) {
@@ -117,6 +128,29 @@ void conv2d_backward_weight_(Tensor& grad_weight, Tensor& grad_bias, const Tenso
 #endif
     }
   });
+}
+
+Tensor conv2d_backward_(Tensor& grad_weight, Tensor& grad_bias, const Tensor& x, const Tensor& grad_out,
+                       const Tensor& weight, const Conv2dParams& p) {
+  const char* op = "conv2d_backward_";
+  check_defined(op, {"weight", weight});
+  const k::Conv2dGeometry g = check_weight_gradient(op, grad_weight, grad_bias, x, grad_out, p);
+  check_same_device(op, {{"input", x}, {"weight", weight}});
+  check_same_dtype(op, {{"input", x}, {"weight", weight}});
+  EMBER_CHECK(weight.shape() == grad_weight.shape(), ShapeError, op, "() expects weight of grad_weight's shape ",
+              shape_str(grad_weight.shape()), ", but got ", shape_str(weight.shape()));
+  if (!x.device().is_cpu()) {  // meta and CUDA: the two ops
+    conv2d_backward_weight_(grad_weight, grad_bias, x, grad_out, p);
+    return conv2d_backward_input(grad_out, weight, x.shape(), p);
+  }
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor xc = x.contiguous(), dyc = grad_out.contiguous(), wc = weight.contiguous();
+  visit_floating(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    k::cpu::conv2d_backward<T>(g, xc.data<T>(), dyc.data<T>(), wc.data<T>(), grad_weight.data<T>(),
+                               grad_bias.defined() ? grad_bias.data<T>() : nullptr, dx.data<T>());
+  });
+  return dx;
 }
 
 }  // namespace ember::ops

@@ -17,5 +17,10 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const
 // grad_weight += dL/dweight and grad_bias += dL/dbias (grad_bias may be undefined), in place.
 void conv2d_backward_weight_(Tensor& grad_weight, Tensor& grad_bias, const Tensor& x, const Tensor& grad_out,
                              const Conv2dParams& p);
+// Both of the above: grad_weight and grad_bias accumulated as conv2d_backward_weight_, and the input's gradient
+// returned as conv2d_backward_input. On the host one pass, each chunk of grad_out gathered once for both products
+// (the same bits as the two ops); on CUDA the two ops.
+Tensor conv2d_backward_(Tensor& grad_weight, Tensor& grad_bias, const Tensor& x, const Tensor& grad_out,
+                        const Tensor& weight, const Conv2dParams& p);
 
 }  // namespace ember::ops

@@ -73,6 +73,21 @@ OpCase make_conv2d_backward_weight_(int64_t n, DType dtype) {
   return c;
 }
 
+// Both gradients at once: dx, and grad_weight and grad_bias accumulated onto their starting values.
+OpCase make_conv2d_backward_(int64_t n, DType dtype) {
+  const ConvCase cc = conv_case(n, true);
+  OpCase c = labelled(cc);
+  c.inputs = {grid_values(cc.x, 70, dtype), grid_values(conv_out(cc), 71, dtype),
+              grid_values({kFilters, kChannels, cc.kernel, cc.kernel}, 72, dtype), grid_values({kFilters}, 73, dtype),
+              grid_values({kFilters, kChannels, cc.kernel, cc.kernel}, 74, dtype)};
+  c.run = [p = cc.p](Device, Args& a) {
+    Tensor dx = ops::conv2d_backward_(a[2], a[3], a[0], a[1], a[4], p);
+    return Outputs{dx, a[2], a[3]};
+  };
+  c.tolerance = conv_tolerance(dtype);
+  return c;
+}
+
 // forward: 2x2 windows, stride 2 (the host's fast path; an odd side drops its last row and column). backward:
 // overlapping 3x3 windows, stride 2, padding 1, where gradients of neighbouring windows add up.
 Pool2dParams pool_params(int64_t side, bool overlapping) {
@@ -205,6 +220,8 @@ std::vector<OpRow> conv_rows() {
        "cuda::conv2d_backward_input", kFloating, make_conv2d_backward_input},
       {"conv2d_backward_weight_", "ops::conv2d_backward_weight_", "conv", "cpu::conv2d_backward_weight",
        "cuda::conv2d_backward_weight", kFloating, make_conv2d_backward_weight_},
+      {"conv2d_backward_", "ops::conv2d_backward_", "conv", "cpu::conv2d_backward",
+       "cuda::conv2d_backward_weight, cuda::conv2d_backward_input", kFloating, make_conv2d_backward_},
   };
 }
 

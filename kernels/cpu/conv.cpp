@@ -331,7 +331,12 @@ template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const 
 
 template <typename T>
 void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dweight, T* dbias) {
-  detail::check_conv2d_geometry("cpu::conv2d_backward_weight", g);
+  conv2d_backward<T>(g, x, dy, nullptr, dweight, dbias, nullptr);
+}
+
+template <typename T>
+void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* dy, const T* weight, T* dweight, T* dbias, T* dx) {
+  detail::check_conv2d_geometry(dx != nullptr ? "cpu::conv2d_backward" : "cpu::conv2d_backward_weight", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
   if (g.N == 0) return;  // no images: dW and the bias gradient gain nothing
   const int64_t chunks = chunk_count(g.N, nb), weights = g.OC * CKK, groups = weight_groups(chunks, weights);
@@ -350,6 +355,9 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
       gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
       weight_product(g, own, rows, col, cols, i == chunks * k / groups, partial + k * partial_size);
       if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data() + k * g.OC);
+      if (dx == nullptr) continue;  // the chunk's input gradient from the same gathered rows, as conv2d_backward_input
+      gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
+      col2im_chunk(g, col, chunk, dx + n0 * in_image);
     }
   });
   parallel_chunks(weights, kElementwiseGrain, [&](int64_t begin, int64_t end) {
@@ -376,7 +384,8 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T*
 #define EMBER_INSTANTIATE_CONV(T)                                                                      \
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);            \
   template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);               \
-  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);
+  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);                 \
+  template void conv2d_backward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, T*);
 EMBER_INSTANTIATE_CONV(float)
 EMBER_INSTANTIATE_CONV(double)
 #undef EMBER_INSTANTIATE_CONV

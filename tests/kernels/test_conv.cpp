@@ -1,5 +1,6 @@
 // Host conv2d kernels against the direct float64 definition (forward, input and weight gradients, bias
-// null or not, gradients accumulated), finite-difference gradient checks, and the argument rules.
+// null or not, gradients accumulated, both gradients in one pass), finite-difference gradient checks, and the
+// argument rules.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -82,6 +83,14 @@ template <typename T> void check_against_reference(const Conv2dGeometry& g) {
   const test::Tolerance long_tol = test::gemm_tolerance<T>(g.N * g.OH() * g.OW() * 2);
   REQUIRE_CLOSE(dw, dw_ref, long_tol);
   REQUIRE_CLOSE(db, db_ref, long_tol);
+
+  // Both gradients in one pass: the two calls' bits, the weight gradient accumulated too.
+  auto dx_both = test::nans<T>(dx.size());
+  std::vector<T> dw_both(dw.size(), T(0.5)), db_both(db.size(), T(-0.25));
+  kernels::cpu::conv2d_backward<T>(g, x.data(), dy.data(), w.data(), dw_both.data(), db_both.data(), dx_both.data());
+  CHECK(dx_both == dx);
+  CHECK(dw_both == dw);
+  CHECK(db_both == db);
   kernels::cpu::conv2d_backward_weight<T>(g, x.data(), dy.data(), dw.data(), nullptr);  // no bias: fine
 }
 
@@ -145,7 +154,10 @@ TEST_CASE("cpu conv2d: the same bits at 1, 2 and 3 threads, chunks of images run
       kernels::cpu::conv2d_forward<float>(g, x.data(), w.data(), b.data(), y.data());
       kernels::cpu::conv2d_backward_input<float>(g, dy.data(), w.data(), dx.data());
       kernels::cpu::conv2d_backward_weight<float>(g, x.data(), dy.data(), dw.data(), db.data());
-      const std::vector<std::vector<float>> results = {y, dx, dw, db};
+      std::vector<float> dx_both(d.x.size()), dw_both(d.w.size(), 0.5f), db_both(d.b.size(), -0.25f);
+      kernels::cpu::conv2d_backward<float>(g, x.data(), dy.data(), w.data(), dw_both.data(), db_both.data(),
+                                           dx_both.data());
+      const std::vector<std::vector<float>> results = {y, dx, dw, db, dx_both, dw_both, db_both};
       if (first.empty()) first = results;
       INFO("threads " << threads);
       for (size_t i = 0; i < results.size(); ++i) CHECK(results[i] == first[i]);
