@@ -384,7 +384,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* dy, const T* 
 #define EMBER_INSTANTIATE_CONV(T)                                                                      \
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);            \
   template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);               \
-  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);                 \
+  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);          \
   template void conv2d_backward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, T*);
 EMBER_INSTANTIATE_CONV(float)
 EMBER_INSTANTIATE_CONV(double)
