@@ -278,7 +278,8 @@ void backward_channel(const BatchNormGeometry& g, const BatchNormBackwardArgs<T>
 }
 
 // stream_row (kernels/cpu/stream_store.h) for a row of dx; in the AVX-512 build 16 floats a store, from the first
-// 64-byte line on (the same values: each element's arithmetic is the scalar one).
+// 64-byte line on (the same values: each element's arithmetic is the scalar one). Here and not in stream_row: a
+// header's templates take the baseline target where they are defined, and GCC refuses AVX-512 intrinsics there.
 template <typename T, typename Vector, typename Scalar>
 inline void stream_dx_row(int64_t n, T* dst, Vector vector_at, Scalar scalar_at) {
 #if defined(EMBER_ISA_AVX512)

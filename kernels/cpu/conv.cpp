@@ -286,6 +286,15 @@ void weight_product(const Conv2dGeometry& g, bool own, const T* rows, const T* c
           nullptr, Epilogue::None);
 }
 
+// The chunk's input gradient dx (chunk images, overwritten) from its gathered gradient rows (OC, cols): col (CKK,
+// cols) = weight^T (CKK, OC) @ rows, then col2im (col is scratch).
+template <typename T>
+void input_gradient_chunk(const Conv2dGeometry& g, const T* weight, const T* rows, int64_t chunk, T* col, T* dx) {
+  const int64_t CKK = g.CKK(), cols = chunk * g.OH() * g.OW();
+  gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
+  col2im_chunk(g, col, chunk, dx);
+}
+
 }  // namespace
 
 template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* weight, const T* bias, T* y) {
@@ -319,13 +328,11 @@ template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const 
   detail::check_conv2d_geometry("cpu::conv2d_backward_input", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
   parallel_for(chunk_count(g.N, nb), [&](int64_t i) {  // independent chunks, as in the forward
-    const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0), cols = chunk * P;
+    const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0);
     T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
     T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
     gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
-    // col (CKK, cols) = weight^T (CKK, OC) @ dy (OC, cols)
-    gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
-    col2im_chunk(g, col, chunk, dx + n0 * in_image);
+    input_gradient_chunk(g, weight, rows, chunk, col, dx + n0 * in_image);
   });
 }
 
@@ -355,9 +362,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* dy, const T* 
       gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
       weight_product(g, own, rows, col, cols, i == chunks * k / groups, partial + k * partial_size);
       if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data() + k * g.OC);
-      if (dx == nullptr) continue;  // the chunk's input gradient from the same gathered rows, as conv2d_backward_input
-      gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
-      col2im_chunk(g, col, chunk, dx + n0 * in_image);
+      if (dx != nullptr) input_gradient_chunk(g, weight, rows, chunk, col, dx + n0 * in_image);  // the same rows
     }
   });
   parallel_chunks(weights, kElementwiseGrain, [&](int64_t begin, int64_t end) {
