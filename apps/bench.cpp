@@ -1,5 +1,5 @@
-// `ember bench`: host-vs-device micro-benchmarks (transfers, gemm, ops, step, conv, attention, crossover) as a table,
-// JSON and SVG plots.
+// `ember bench`: host-vs-device micro-benchmarks (transfers, gemm, ops, step, conv, attention, cores, crossover) as a
+// table, JSON and SVG plots.
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,7 +27,7 @@ void add_bench_command(CLI::App& app) {
   auto flush_l2 = std::make_shared<bool>(false);
 
   sub->add_option("--suite", *suite, "Which suite to run (crossover also runs ops and step)")
-      ->check(CLI::IsMember({"transfers", "gemm", "ops", "step", "conv", "attention", "crossover", "all"}));
+      ->check(CLI::IsMember({"transfers", "gemm", "ops", "step", "conv", "attention", "cores", "crossover", "all"}));
   sub->add_flag("--quick", *quick, "Smaller sizes and time budgets (well under a minute on a GPU machine)");
   sub->add_option("--json", *json_path, "Write every figure as JSON to this file");
   sub->add_option("--svg", *svg_dir, "Write SVG plots (one per suite) into this directory");

@@ -105,10 +105,10 @@ std::vector<std::string> resolve_suites(const std::vector<std::string>& suites) 
     }
     auto it = std::find(names.begin(), names.end(), s);
     EMBER_CHECK(it != names.end(), ValueError, "unknown benchmark suite '", s,
-                "': choose transfers, gemm, ops, step, conv, attention, crossover or all");
+                "': choose transfers, gemm, ops, step, conv, attention, cores, crossover or all");
     on[size_t(it - names.begin())] = true;
   }
-  EMBER_CHECK(!suites.empty(), ValueError, "no benchmark suite selected: choose transfers, gemm, ops, step, conv, attention, crossover or all");
+  EMBER_CHECK(!suites.empty(), ValueError, "no benchmark suite selected: choose transfers, gemm, ops, step, conv, attention, cores, crossover or all");
   // The crossover is derived from the ops and step measurements, so it brings them along.
   auto index = [&](const char* n) { return size_t(std::find(names.begin(), names.end(), n) - names.begin()); };
   if (on[index("crossover")]) on[index("ops")] = on[index("step")] = true;
@@ -148,6 +148,7 @@ Report run_benchmarks(const BenchConfig& config, std::FILE* log) {
     else if (s == "step") run_step(ctx);
     else if (s == "conv") run_conv(ctx);
     else if (s == "attention") run_attention(ctx);
+    else if (s == "cores") run_cores(ctx);
     else if (s == "crossover") report.crossovers = compute_crossovers(report.rows, report.device);
   }
   if (log != nullptr) {

@@ -1,5 +1,5 @@
-// The benchmark suites behind `ember bench` (transfers, gemm, ops, step, conv, attention, crossover) and the report
-// they fill: rows of figures plus what was measured where, when and how.
+// The benchmark suites behind `ember bench` (transfers, gemm, ops, step, conv, attention, cores, crossover) and the
+// report they fill: rows of figures plus what was measured where, when and how.
 #pragma once
 
 #include <cstdio>
@@ -14,7 +14,7 @@ namespace ember::bench {
 
 inline const std::vector<std::string>& suite_names() {
   static const std::vector<std::string> names = {"transfers", "gemm", "ops", "step", "conv", "attention",
-                                                     "crossover"};
+                                                     "cores",     "crossover"};
   return names;
 }
 
@@ -109,5 +109,6 @@ void run_ops(BenchContext& ctx);
 void run_step(BenchContext& ctx);
 void run_conv(BenchContext& ctx);
 void run_attention(BenchContext& ctx);
+void run_cores(BenchContext& ctx);
 
 }  // namespace ember::bench

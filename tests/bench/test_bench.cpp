@@ -3,6 +3,7 @@
 // CLI marking device columns unavailable (never zero) without a GPU. No timing is asserted.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "bench/suites.h"
 #include "core/device.h"
 #include "core/ops/registry.h"
+#include "kernels/cpu/parallel.h"
 #include "base/error.h"
 #include "support/run_ember.h"
 
@@ -172,7 +174,7 @@ TEST_CASE("resolve_suites expands all, brings ops and step along with crossover,
   CHECK(resolve_suites({"crossover"}) == std::vector<std::string>{"ops", "step", "crossover"});
   CHECK(resolve_suites({"step", "transfers"}) == std::vector<std::string>{"transfers", "step"});
   CHECK_THROWS_AS(resolve_suites({"gemms"}), ValueError);
-  CHECK_THROWS_WITH(resolve_suites({"gemms"}), Catch::Contains("transfers, gemm, ops, step, conv, attention, crossover or all"));
+  CHECK_THROWS_WITH(resolve_suites({"gemms"}), Catch::Contains("transfers, gemm, ops, step, conv, attention, cores, crossover or all"));
 }
 
 TEST_CASE("compute_crossovers: the smallest measured size where the device (with copies) beats the host", "[bench]") {
@@ -266,6 +268,52 @@ TEST_CASE("a --quick transfers run through the library: JSON schema, table and S
   CHECK(slurp(written[0]).find("<svg") == 0);
   CHECK(slurp(written[0]).find("host memcpy") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("the cores suite: a cache line's round trip from the first core to each other one", "[bench]") {
+  BenchConfig config;
+  config.suites = {"cores"};
+  config.quick = true;
+  const int threads = kernels::cpu::num_threads();
+  const Report report = run_benchmarks(config);
+  kernels::cpu::set_num_threads(threads);
+  const int cores = kernels::cpu::available_cores();
+  if (cores < 2) {
+    REQUIRE(report.rows.size() == 1);
+    CHECK_FALSE(report.rows[0].measured());
+    return;
+  }
+  REQUIRE(report.rows.size() == size_t(std::min(cores - 1, 7)));
+  for (const Row& r : report.rows) {
+    CHECK(r.suite == "cores");
+    CHECK_THAT(r.label, Catch::StartsWith("core ") && Catch::Contains(" <-> core "));
+    REQUIRE(r.measured());
+    CHECK(r.stats->reps == 21);
+    // A hand-off between two cores goes through the cache-coherence protocol: tens of nanoseconds at least, never
+    // the nanosecond of a thread reading its own store.
+    CHECK(r.stats->min > 5e-9);
+  }
+}
+
+TEST_CASE("the cores suite on a process allowed one core: one unmeasured row that says why", "[bench]") {
+  cpu_set_t saved, one;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const int threads = kernels::cpu::num_threads();
+  BenchConfig config;
+  config.suites = {"cores"};
+  config.quick = true;
+  const Report report = run_benchmarks(config);
+  sched_setaffinity(0, sizeof saved, &saved);
+  kernels::cpu::set_num_threads(threads);
+  REQUIRE(report.rows.size() == 1);
+  CHECK_FALSE(report.rows[0].measured());
+  CHECK_THAT(report.rows[0].reason, Catch::Contains("one core"));
+  CHECK(report.rows[0].label == "core " + std::to_string(first));
 }
 
 TEST_CASE("ember bench --quick --suite transfers: device columns say 'no CUDA device', never zero", "[bench][apps]") {
