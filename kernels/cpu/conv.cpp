@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -286,10 +287,33 @@ void weight_product(const Conv2dGeometry& g, bool own, const T* rows, const T* c
           nullptr, Epilogue::None);
 }
 
-// The chunk's input gradient dx (chunk images, overwritten) from its gathered gradient rows (OC, cols): col (CKK,
-// cols) = weight^T (CKK, OC) @ rows, then col2im (col is scratch).
+// ember's own input-gradient product where it runs (kernels/cpu/conv_packed.h), planned once a call; else none.
+struct OwnInput {
+#if EMBER_HOST_AVX512
+  std::optional<packed::InputPlan> plan;
+#endif
+};
+
+template <typename T> OwnInput own_input(const Conv2dGeometry& g, const T* weight) {
+  OwnInput own;
+#if EMBER_HOST_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (packed::input_gradient_applies(g)) own.plan = packed::input_plan(g, weight);
+#endif
+  (void)g, (void)weight;
+  return own;
+}
+
+// The chunk's input gradient dx (chunk images, overwritten) from its gathered gradient rows (OC, cols): ember's own
+// product, or col (CKK, cols) = weight^T (CKK, OC) @ rows, then col2im (col is scratch).
 template <typename T>
-void input_gradient_chunk(const Conv2dGeometry& g, const T* weight, const T* rows, int64_t chunk, T* col, T* dx) {
+void input_gradient_chunk(const Conv2dGeometry& g, const OwnInput& own, const T* weight, const T* rows, int64_t chunk,
+                          T* col, T* dx) {
+#if EMBER_HOST_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (own.plan) return packed::avx512::input_gradient_chunk(*own.plan, rows, chunk, dx);
+#endif
+  (void)own;
   const int64_t CKK = g.CKK(), cols = chunk * g.OH() * g.OW();
   gemm<T>(true, false, CKK, cols, g.OC, T(1), weight, CKK, rows, cols, T(0), col, cols, nullptr, Epilogue::None);
   col2im_chunk(g, col, chunk, dx);
@@ -327,12 +351,13 @@ template <typename T> void conv2d_forward(const Conv2dGeometry& g, const T* x, c
 template <typename T> void conv2d_backward_input(const Conv2dGeometry& g, const T* dy, const T* weight, T* dx) {
   detail::check_conv2d_geometry("cpu::conv2d_backward_input", g);
   const int64_t P = g.OH() * g.OW(), CKK = g.CKK(), in_image = g.C * g.H * g.W, nb = images_per_chunk(g);
+  const OwnInput own = own_input(g, weight);
   parallel_for(chunk_count(g.N, nb), [&](int64_t i) {  // independent chunks, as in the forward
     const int64_t n0 = i * nb, chunk = std::min(nb, g.N - n0);
     T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
     T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
     gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
-    input_gradient_chunk(g, weight, rows, chunk, col, dx + n0 * in_image);
+    input_gradient_chunk(g, own, weight, rows, chunk, col, dx + n0 * in_image);
   });
 }
 
@@ -353,6 +378,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* dy, const T* 
   const int64_t partial_size = own ? CKK * stride : weights;
   T* partial = scratch<T>(2, static_cast<size_t>(groups * partial_size));  // the calling thread's; each group its own
   std::vector<double> bias_sum(static_cast<size_t>(groups * g.OC), 0.0);
+  const OwnInput own_dx = dx != nullptr ? own_input(g, weight) : OwnInput{};
   parallel_for(groups, [&](int64_t k) {
     T* col = scratch<T>(0, static_cast<size_t>(CKK * nb * P));
     T* rows = scratch<T>(1, static_cast<size_t>(g.OC * nb * P));
@@ -362,7 +388,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* dy, const T* 
       gather_chunk(g, dy + n0 * g.OC * P, chunk, rows);
       weight_product(g, own, rows, col, cols, i == chunks * k / groups, partial + k * partial_size);
       if (dbias != nullptr) add_row_sums(rows, g.OC, cols, bias_sum.data() + k * g.OC);
-      if (dx != nullptr) input_gradient_chunk(g, weight, rows, chunk, col, dx + n0 * in_image);  // the same rows
+      if (dx != nullptr) input_gradient_chunk(g, own_dx, weight, rows, chunk, col, dx + n0 * in_image);  // same rows
     }
   });
   parallel_chunks(weights, kElementwiseGrain, [&](int64_t begin, int64_t end) {

@@ -1,4 +1,5 @@
-// ember's own AVX-512 products for the float convolution's forward and weight gradient (kernels/cpu/conv_packed.h).
+// ember's own AVX-512 products for the float convolution's forward, weight gradient and input gradient
+// (kernels/cpu/conv_packed.h).
 // The planning runs on any x86-64; the kernels sit in a GCC target region (kernels/cpu/isa.h) and run only where the
 // CPU has AVX-512.
 #define EMBER_ISA_AVX512 1  // so that EMBER_ISA_BEGIN opens the AVX-512 region: this file has no baseline build
@@ -72,6 +73,36 @@ Plan forward_plan(const Conv2dGeometry& g, const float* weight) {
   return plan;
 }
 
+bool input_gradient_applies(const Conv2dGeometry& g) {
+  return host_isa() == HostIsa::avx512 && g.stride_h == 1 && g.stride_w == 1 && g.OH() == g.H && g.OW() == g.W &&
+         g.H * g.W >= 16 && g.OC <= kMaxInputFilters;
+}
+
+InputPlan input_plan(const Conv2dGeometry& g, const float* weight) {
+  InputPlan plan;
+  plan.channels = g.C;
+  plan.filters = g.OC;
+  plan.pixels = g.H * g.W;
+  const int64_t taps = g.KH * g.KW, depth = taps * g.OC, blocks = (g.C + kTileFilters - 1) / kTileFilters;
+  plan.weights.assign(static_cast<size_t>(blocks * depth * kTileFilters), 0.0f);
+  for (int64_t o = 0; o < g.OC; ++o)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        plan.weights[static_cast<size_t>(((c / kTileFilters) * depth + t * g.OC + o) * kTileFilters + c % kTileFilters)] =
+            weight[(o * g.C + c) * taps + t];
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw) {  // output (oh, ow) read input (oh + kh - pad_h, ow + kw - pad_w)
+      plan.offsets.push_back((kh - g.pad_h) * g.W + (kw - g.pad_w));
+      std::vector<bool> inside(static_cast<size_t>(plan.pixels));
+      for (int64_t p = 0; p < plan.pixels; ++p) {
+        const int64_t oh = p / g.W - (kh - g.pad_h), ow = p % g.W - (kw - g.pad_w);
+        inside[static_cast<size_t>(p)] = oh >= 0 && oh < g.OH() && ow >= 0 && ow < g.OW();
+      }
+      add_tap_masks(inside, plan.masks);
+    }
+  return plan;
+}
+
 EMBER_ISA_BEGIN
 namespace {
 
@@ -116,11 +147,11 @@ void pack_panel(const Plan& plan, const float* x, const Span (&spans)[kVectors],
   }
 }
 
-// acc[r][v] = the sum over k in [k0, k1) of a(k, r) * b[k * b_step + 16 * v ...], each a chain of fused multiply-adds
-// from 0 in k: the tiles of both products (the broadcast a and the vectors b their operands).
-template <int R, int NV, typename A>
+// acc[r][v] = the sum over k in [k0, k1) of a(k, r) * b(k, v), each a chain of fused multiply-adds from 0 in k: the
+// tiles of the three products (the broadcast a and the vectors b their operands).
+template <int R, int NV, typename A, typename B>
 __attribute__((always_inline)) inline void fma_chains(__m512 (&acc)[R][NV], int64_t k0, int64_t k1, const A& a,
-                                                      const float* b, int64_t b_step) {
+                                                      const B& b) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -128,7 +159,7 @@ __attribute__((always_inline)) inline void fma_chains(__m512 (&acc)[R][NV], int6
   for (int64_t k = k0; k < k1; ++k) {
     __m512 bk[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bk[v] = _mm512_loadu_ps(b + k * b_step + 16 * v);
+    for (int v = 0; v < NV; ++v) bk[v] = b(k, v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a(k, r));
@@ -146,17 +177,20 @@ struct Tile {
 
 void multiply(const float* filters, const float* panel, int64_t k0, int64_t k1, bool first, Tile& total) {
   Tile t;
-  fma_chains(t.acc, k0, k1, [filters](int64_t k, int r) { return filters[k * kTileFilters + r]; }, panel, kPanel);
+  fma_chains(
+      t.acc, k0, k1, [filters](int64_t k, int r) { return filters[k * kTileFilters + r]; },
+      [panel](int64_t k, int v) { return _mm512_loadu_ps(panel + k * kPanel + 16 * v); });
   for (int r = 0; r < kTileFilters; ++r)
     for (int v = 0; v < kVectors; ++v)
       total.acc[r][v] = _mm512_add_ps(first ? _mm512_setzero_ps() : total.acc[r][v], t.acc[r][v]);
 }
 
-// Rows [o0, o0 + filters) of the tile, + the bias, into the chunk's NCHW output y.
-void store(const Plan& plan, const Tile& t, const float* bias, int64_t o0, int64_t filters,
+// Rows [o0, o0 + count) of the tile, + the bias (none: + 0), into planes o0 ... of the chunk's NCHW y (`planes`
+// planes of P pixels an image).
+void store(const Tile& t, const float* bias, int64_t o0, int64_t count, int64_t planes, int64_t P,
            const Span (&spans)[kVectors], float* y) {
-  const int64_t P = plan.pixels, out_image = plan.filter_count * P;
-  for (int64_t r = 0; r < filters; ++r) {
+  const int64_t out_image = planes * P;
+  for (int64_t r = 0; r < count; ++r) {
     const int64_t o = o0 + r;
     const __m512 b = _mm512_set1_ps(bias != nullptr ? bias[o] : 0.0f);  // + 0 as the GEMM path's scatter adds
     for (int v = 0; v < kVectors; ++v) {
@@ -237,7 +271,9 @@ template <int NV>
 void weight_tile(const float* const (&col_rows)[kTileWeights], const float* dyt, int64_t stride, int64_t q0, int64_t q1,
                  int weights, bool first, float* out) {
   __m512 acc[kTileWeights][NV];
-  fma_chains(acc, q0, q1, [&col_rows](int64_t q, int i) { return col_rows[i][q]; }, dyt, stride);
+  fma_chains(
+      acc, q0, q1, [&col_rows](int64_t q, int i) { return col_rows[i][q]; },
+      [dyt, stride](int64_t q, int v) { return _mm512_loadu_ps(dyt + q * stride + 16 * v); });
 #pragma GCC unroll 6
   for (int i = 0; i < kTileWeights; ++i) {
     if (i >= weights) break;
@@ -264,7 +300,7 @@ void forward_chunk(const Plan& plan, const float* x, const float* bias, int64_t 
       for (int64_t k0 = 0; k0 < plan.depth; k0 += depth_block(plan.depth - k0))
         multiply(plan.filters.data() + o0 * plan.depth, buffer.data(), k0, k0 + depth_block(plan.depth - k0), k0 == 0,
                  t);
-      store(plan, t, bias, o0, std::min(kTileFilters, plan.filter_count - o0), spans, y);
+      store(t, bias, o0, std::min(kTileFilters, plan.filter_count - o0), plan.filter_count, plan.pixels, spans, y);
     }
   }
 }
@@ -292,6 +328,41 @@ void weight_gradient_chunk(int64_t filters, int64_t CKK, int64_t cols, const flo
           default: weight_tile<1>(col_rows, dyt, stride, q0, q1, weights, block_first, out); break;
         }
       }
+  }
+}
+
+// Eight channels of dx over a panel of 48 pixels: at each tap, the chains over the filters of weight (tap, filter, c)
+// times dy at the tap's source pixel (0 off the plane: a masked load), added to the taps before in order.
+void input_gradient_chunk(const InputPlan& plan, const float* rows, int64_t chunk, float* dx) {
+  const int64_t P = plan.pixels, cols = chunk * P, taps = static_cast<int64_t>(plan.offsets.size());
+  const int64_t depth = taps * plan.filters;
+  for (int64_t q0 = 0; q0 < cols; q0 += kPanel) {
+    Span spans[kVectors];
+    for (int v = 0; v < kVectors; ++v) spans[v] = span_of(q0 + 16 * v, P, cols);
+    for (int64_t c0 = 0; c0 < plan.channels; c0 += kTileFilters) {
+      const float* w = plan.weights.data() + c0 * depth;  // the block of channels c0 ... (c0 / 8 * depth * 8)
+      Tile total;
+      for (int64_t t = 0; t < taps; ++t) {
+        const uint16_t* masks = plan.masks.data() + t * P;
+        __mmask16 inside[kVectors];
+        const float* source[kVectors];  // filter 0's row at the panel's vector v, moved by the tap
+        for (int v = 0; v < kVectors; ++v) {
+          const Span& s = spans[v];  // lanes [0, here) in this image, the rest in the next (from its pixel 0)
+          const uint32_t here = (masks[s.pixel] & ((1u << s.here) - 1)) | (uint32_t{masks[0]} << s.here);
+          inside[v] = static_cast<__mmask16>(here & s.valid);
+          source[v] = rows + q0 + 16 * v - plan.offsets[static_cast<size_t>(t)];
+        }
+        const int64_t k0 = t * plan.filters;  // depth k = k0 + filter
+        Tile tap;
+        fma_chains(
+            tap.acc, k0, k0 + plan.filters, [w](int64_t k, int r) { return w[k * kTileFilters + r]; },
+            [&](int64_t k, int v) { return _mm512_maskz_loadu_ps(inside[v], source[v] + (k - k0) * cols); });
+        for (int r = 0; r < kTileFilters; ++r)
+          for (int v = 0; v < kVectors; ++v)
+            total.acc[r][v] = t == 0 ? tap.acc[r][v] : _mm512_add_ps(total.acc[r][v], tap.acc[r][v]);
+      }
+      store(total, nullptr, c0, std::min(kTileFilters, plan.channels - c0), plan.channels, P, spans, dx);
+    }
   }
 }
 

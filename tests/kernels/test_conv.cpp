@@ -98,7 +98,8 @@ template <typename T> void check_against_reference(const Conv2dGeometry& g) {
 
 TEST_CASE("cpu conv2d forward and both gradients match the direct definition (f32, f64)", "[kernels]") {
   using kernels::cpu::HostIsa;
-  int own = 0;  // shapes whose float forward and weight gradient ran ember's AVX-512 products
+  int own = 0;     // shapes whose float forward and weight gradient ran ember's AVX-512 products
+  int own_dx = 0;  // and those whose input gradient did
   for (HostIsa isa : {HostIsa::baseline, HostIsa::avx512}) {
     if (!kernels::cpu::host_isa_available(isa)) continue;
     test::IsaScope scope(isa);
@@ -108,10 +109,12 @@ TEST_CASE("cpu conv2d forward and both gradients match the direct definition (f3
       check_against_reference<float>(g);
 #if EMBER_HOST_AVX512
       own += kernels::cpu::packed::forward_applies(g) && kernels::cpu::packed::weight_gradient_applies(g) ? 1 : 0;
+      own_dx += kernels::cpu::packed::input_gradient_applies(g) ? 1 : 0;
 #endif
     }
   }
   if (kernels::cpu::host_isa_available(HostIsa::avx512)) CHECK(own == 6);
+  if (kernels::cpu::host_isa_available(HostIsa::avx512)) CHECK(own_dx == 11);
 }
 
 TEST_CASE("cpu conv2d gradients pass a float64 finite-difference check", "[kernels]") {
@@ -225,6 +228,31 @@ TEST_CASE("cpu conv2d: the AVX-512 products sum blocks of fused multiply-add cha
       });
       CHECK(dw[static_cast<size_t>(o * g.CKK() + k)] == sum);
     }
+
+  // The input gradient: at each tap a chain over the filters from 0 (weight^T @ dy, one depth block), the taps added
+  // in col2im's order from 0. 30 pixels an image (vectors across two images), 9 channels (a second block of 8 with
+  // one), taps off every edge.
+  const Conv2dGeometry h{3, 9, 5, 6, 20, 3, 3, 1, 1, 1, 1};
+  REQUIRE(packed::input_gradient_applies(h));
+  ConvData f2(h, 13);
+  const auto hw = cast<float>(f2.w), hdy = cast<float>(f2.dy);
+  std::vector<float> hdx(f2.x.size());
+  kernels::cpu::conv2d_backward_input<float>(h, hdy.data(), hw.data(), hdx.data());
+  for (int64_t n = 0; n < h.N; ++n)
+    for (int64_t c = 0; c < h.C; ++c)
+      for (int64_t i = 0; i < 30; ++i) {
+        float total = 0;
+        for (int64_t t = 0; t < 9; ++t) {
+          const int64_t oh = i / 6 - t / 3 + 1, ow = i % 6 - t % 3 + 1;
+          if (oh < 0 || oh >= 5 || ow < 0 || ow >= 6) continue;
+          float chain = 0;
+          for (int64_t o = 0; o < h.OC; ++o)
+            chain = std::fma(hw[static_cast<size_t>((o * h.C + c) * 9 + t)],
+                             hdy[static_cast<size_t>((n * h.OC + o) * 30 + oh * 6 + ow)], chain);
+          total = total + chain;
+        }
+        CHECK(hdx[static_cast<size_t>((n * h.C + c) * 30 + i)] == total);
+      }
 }
 #endif
 
