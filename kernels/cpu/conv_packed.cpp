@@ -75,7 +75,7 @@ Plan forward_plan(const Conv2dGeometry& g, const float* weight) {
 
 bool input_gradient_applies(const Conv2dGeometry& g) {
   return host_isa() == HostIsa::avx512 && g.stride_h == 1 && g.stride_w == 1 && g.OH() == g.H && g.OW() == g.W &&
-         g.H * g.W >= 16 && g.OC <= kMaxInputFilters;
+         g.H * g.W >= 16 && g.C >= kTileFilters && g.OC <= kMaxInputFilters;
 }
 
 InputPlan input_plan(const Conv2dGeometry& g, const float* weight) {

@@ -52,10 +52,11 @@ bool weight_gradient_applies(const Conv2dGeometry& g);
 int64_t weight_gradient_stride(int64_t filters);
 
 // Whether the input gradient runs here: the AVX-512 build is running, stride 1 with input and output planes of one
-// size (dx's pixel p then reads dy's pixel p - offset at each tap), at least 16 pixels an image, and at most
-// kMaxInputFilters filters: each tap's sum over the filters is then one chain of fused multiply-adds, as OpenBLAS's
-// AVX-512 kernels sum the GEMM path's weight^T @ dy (one depth block), and the taps are added in col2im's order, so
-// the bits are the GEMM path's on SkylakeX and Cooperlake.
+// size (dx's pixel p then reads dy's pixel p - offset at each tap), at least 16 pixels an image, at least 8 input
+// channels (a tile's; with one, as at the CNN's first layer, seven eighths of each tile would be idle: 3.7x slower
+// than the GEMM path), and at most kMaxInputFilters filters: each tap's sum over the filters is then one chain of
+// fused multiply-adds, as OpenBLAS's AVX-512 kernels sum the GEMM path's weight^T @ dy (one depth block), and the taps
+// are added in col2im's order, so the bits are the GEMM path's on SkylakeX and Cooperlake.
 constexpr int64_t kMaxInputFilters = 320;
 bool input_gradient_applies(const Conv2dGeometry& g);
 
