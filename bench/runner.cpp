@@ -108,7 +108,8 @@ std::vector<std::string> resolve_suites(const std::vector<std::string>& suites) 
                 "': choose transfers, gemm, ops, step, conv, attention, cores, crossover or all");
     on[size_t(it - names.begin())] = true;
   }
-  EMBER_CHECK(!suites.empty(), ValueError, "no benchmark suite selected: choose transfers, gemm, ops, step, conv, attention, cores, crossover or all");
+  EMBER_CHECK(!suites.empty(), ValueError,
+              "no benchmark suite selected: choose transfers, gemm, ops, step, conv, attention, cores, crossover or all");
   // The crossover is derived from the ops and step measurements, so it brings them along.
   auto index = [&](const char* n) { return size_t(std::find(names.begin(), names.end(), n) - names.begin()); };
   if (on[index("crossover")]) on[index("ops")] = on[index("step")] = true;

@@ -87,9 +87,10 @@ InputPlan input_plan(const Conv2dGeometry& g, const float* weight) {
   plan.weights.assign(static_cast<size_t>(blocks * depth * kTileFilters), 0.0f);
   for (int64_t o = 0; o < g.OC; ++o)
     for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        plan.weights[static_cast<size_t>(((c / kTileFilters) * depth + t * g.OC + o) * kTileFilters + c % kTileFilters)] =
-            weight[(o * g.C + c) * taps + t];
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t at = ((c / kTileFilters) * depth + t * g.OC + o) * kTileFilters + c % kTileFilters;
+        plan.weights[static_cast<size_t>(at)] = weight[(o * g.C + c) * taps + t];
+      }
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw) {  // output (oh, ow) read input (oh + kh - pad_h, ow + kw - pad_w)
       plan.offsets.push_back((kh - g.pad_h) * g.W + (kw - g.pad_w));

@@ -174,7 +174,8 @@ TEST_CASE("resolve_suites expands all, brings ops and step along with crossover,
   CHECK(resolve_suites({"crossover"}) == std::vector<std::string>{"ops", "step", "crossover"});
   CHECK(resolve_suites({"step", "transfers"}) == std::vector<std::string>{"transfers", "step"});
   CHECK_THROWS_AS(resolve_suites({"gemms"}), ValueError);
-  CHECK_THROWS_WITH(resolve_suites({"gemms"}), Catch::Contains("transfers, gemm, ops, step, conv, attention, cores, crossover or all"));
+  CHECK_THROWS_WITH(resolve_suites({"gemms"}),
+                    Catch::Contains("transfers, gemm, ops, step, conv, attention, cores, crossover or all"));
 }
 
 TEST_CASE("compute_crossovers: the smallest measured size where the device (with copies) beats the host", "[bench]") {
