@@ -170,17 +170,17 @@ __attribute__((always_inline)) inline void fma_chains(__m512 (&acc)[R][NV], int6
   }
 }
 
-// 8 packed filters (depth, 8) @ the panel (depth, 48) over depths [k0, k1), into the tile (first: it holds 0) or
-// added to it.
 struct Tile {
   __m512 acc[kTileFilters][kVectors];
 };
 
-void multiply(const float* filters, const float* panel, int64_t k0, int64_t k1, bool first, Tile& total) {
+// The chains of fma_chains over depths [k0, k1) for a tile's 8 rows (the weights a(k, r), e.g. 8 packed filters
+// (depth, 8)) and 48 columns (the vectors b(k, v), e.g. a panel (depth, 48)), into the tile (first: it holds 0) or
+// added to it: a depth block of the forward, a tap of the input gradient.
+template <typename A, typename B>
+void multiply(const A& a, const B& b, int64_t k0, int64_t k1, bool first, Tile& total) {
   Tile t;
-  fma_chains(
-      t.acc, k0, k1, [filters](int64_t k, int r) { return filters[k * kTileFilters + r]; },
-      [panel](int64_t k, int v) { return _mm512_loadu_ps(panel + k * kPanel + 16 * v); });
+  fma_chains(t.acc, k0, k1, a, b);
   for (int r = 0; r < kTileFilters; ++r)
     for (int v = 0; v < kVectors; ++v)
       total.acc[r][v] = _mm512_add_ps(first ? _mm512_setzero_ps() : total.acc[r][v], t.acc[r][v]);
@@ -297,10 +297,13 @@ void forward_chunk(const Plan& plan, const float* x, const float* bias, int64_t 
     for (int v = 0; v < kVectors; ++v) spans[v] = span_of(q0 + 16 * v, plan.pixels, cols);
     pack_panel(plan, x, spans, buffer.data());
     for (int64_t o0 = 0; o0 < plan.filter_count; o0 += kTileFilters) {
+      const float* filters = plan.filters.data() + o0 * plan.depth;
+      const float* panel = buffer.data();
       Tile t;
       for (int64_t k0 = 0; k0 < plan.depth; k0 += depth_block(plan.depth - k0))
-        multiply(plan.filters.data() + o0 * plan.depth, buffer.data(), k0, k0 + depth_block(plan.depth - k0), k0 == 0,
-                 t);
+        multiply([filters](int64_t k, int r) { return filters[k * kTileFilters + r]; },
+                 [panel](int64_t k, int v) { return _mm512_loadu_ps(panel + k * kPanel + 16 * v); }, k0,
+                 k0 + depth_block(plan.depth - k0), k0 == 0, t);
       store(t, bias, o0, std::min(kTileFilters, plan.filter_count - o0), plan.filter_count, plan.pixels, spans, y);
     }
   }
@@ -354,13 +357,9 @@ void input_gradient_chunk(const InputPlan& plan, const float* rows, int64_t chun
           source[v] = rows + q0 + 16 * v - plan.offsets[static_cast<size_t>(t)];
         }
         const int64_t k0 = t * plan.filters;  // depth k = k0 + filter
-        Tile tap;
-        fma_chains(
-            tap.acc, k0, k0 + plan.filters, [w](int64_t k, int r) { return w[k * kTileFilters + r]; },
-            [&](int64_t k, int v) { return _mm512_maskz_loadu_ps(inside[v], source[v] + (k - k0) * cols); });
-        for (int r = 0; r < kTileFilters; ++r)
-          for (int v = 0; v < kVectors; ++v)
-            total.acc[r][v] = t == 0 ? tap.acc[r][v] : _mm512_add_ps(total.acc[r][v], tap.acc[r][v]);
+        multiply([w](int64_t k, int r) { return w[k * kTileFilters + r]; },
+                 [&](int64_t k, int v) { return _mm512_maskz_loadu_ps(inside[v], source[v] + (k - k0) * cols); }, k0,
+                 k0 + plan.filters, t == 0, total);
       }
       store(total, nullptr, c0, std::min(kTileFilters, plan.channels - c0), plan.channels, P, spans, dx);
     }
